@@ -1,0 +1,74 @@
+"""
+nanoGPT-style configuration, shared by train.py, sample.py, eval.py and bench.py:
+
+    python train.py config/parcae_140m.py --batch_size=16 --compile=False
+
+A config file is plain Python assignments. --key=value overrides come after it; values are parsed
+with ast.literal_eval (a bare word stays a string) and must have the type of the default. A
+mistake stops with one line that says what was wrong and what is accepted (ConfigError).
+"""
+import ast
+import difflib
+import os
+import types
+
+
+class ConfigError(Exception):
+    pass
+
+
+def _read_file(path):
+    if not os.path.isfile(path):
+        raise ConfigError(f"config file not found: {path} (expected a path such as config/gpt_140m.py)")
+    ns = {}
+    try:
+        exec(compile(open(path).read(), path, 'exec'), ns)
+    except Exception as e:  # a broken config file is the user's to fix: say where
+        raise ConfigError(f"config file {path} failed to run: {type(e).__name__}: {e}")
+    return {k: v for k, v in ns.items() if not k.startswith('_')
+            and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
+
+
+def parse_args(argv):
+    """Config files and --key=value pairs, in order, into one dict of settings."""
+    given = {}
+    for arg in argv:
+        if not arg.startswith('--'):
+            given.update(_read_file(arg))
+            continue
+        key, eq, val = arg[2:].partition('=')
+        if not eq or not key:
+            raise ConfigError(f"expected --key=value, got {arg!r}")
+        try:
+            given[key] = ast.literal_eval(val)
+        except (ValueError, SyntaxError):
+            given[key] = val
+    return given
+
+
+def check(given, known):
+    """Every given key must be known; every value must have its default's type (None: any type)."""
+    for key, val in given.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), n=3)
+            hint = f" (did you mean: {', '.join(close)}?)" if close else f" (known keys: {', '.join(sorted(known))})"
+            raise ConfigError(f"unknown config key '{key}'{hint}")
+        default = known[key]
+        if default is None or val is None:
+            continue
+        if isinstance(default, bool) or isinstance(val, bool):
+            ok = isinstance(val, bool) and isinstance(default, bool)
+        elif isinstance(default, float):
+            ok = isinstance(val, (int, float))
+        elif isinstance(default, (tuple, list)):
+            ok = isinstance(val, (tuple, list))
+        else:
+            ok = isinstance(val, type(default))
+        if not ok:
+            raise ConfigError(f"config key '{key}' expects {type(default).__name__} (default {default!r}), "
+                              f"got {type(val).__name__} {val!r}")
+        if isinstance(default, float) and not isinstance(val, bool):
+            given[key] = float(val)
+        if isinstance(default, tuple) and isinstance(val, list):
+            given[key] = tuple(val)
+    return given

@@ -1,0 +1,570 @@
+"""
+The one trainer, for every model in the repo.
+
+    python train.py                                     # small GPT on the offline synthetic battery
+    python train.py config/parcae_140m.py --batch_size=16
+    torchrun --standalone --nproc_per_node=8 train.py config/parcae_140m.py
+    python train.py config/parcae_140m.py --dry_run=True  # parameters and FLOPs, no memory
+
+A config file is plain Python assignments to the keys below or to fields of the chosen model's
+config dataclass. gradient_accumulation_steps is per process: one iteration sees
+batch_size * block_size * gradient_accumulation_steps * world_size tokens.
+"""
+import dataclasses
+import importlib
+import inspect
+import json
+import math
+import os
+import sys
+import time
+import zlib
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+
+from configurator import ConfigError, check, parse_args
+
+# ----------------------------------------------------------------------------- defaults
+# I/O
+out_dir = 'out'
+eval_interval = 250
+log_interval = 10
+eval_iters = 20
+eval_only = False
+always_save_checkpoint = True
+init_from = 'scratch'        # 'scratch' | 'resume' (from out_dir) | a directory whose ckpt.pt gives the weights
+dry_run = False              # build on the meta device, print parameters and flops_per_token, exit
+seed = 1337
+# data
+data_dir = 'data'
+dataset = 'synthetic'
+batch_size = 16
+block_size = 128
+gradient_accumulation_steps = 1
+sampler = 'random'           # 'random' windows | 'blocks': non-overlapping blocks of block_size+1, without replacement
+p_synth = 0.0                # probability that a sequence comes from synth_dataset (same tokenizer)
+synth_dataset = 'synthetic'
+p_fill = 0.0                 # hole fine-tuning: probability that a sequence gets holes
+hole_stride = 8              # holes fall on positions p with p % hole_stride == 0 ...
+p_hole = 0.15                # ... each with this probability
+mask_id = None               # None: meta.json's mask_id, else the first id after the data's vocabulary
+# model: any field of the model's config dataclass may be set too; these shape defaults apply
+# to every model that has such a field
+model = 'gpt'
+vocab_size = None            # None: from the data's meta.json
+n_layer = 4
+n_head = 4
+n_embd = 128
+dropout = 0.0
+# optimizer
+optimizer = 'adamw'          # 'adamw' | 'muon' (Muon for hidden 2-D matrices, AdamW for the rest)
+learning_rate = 1e-3
+weight_decay = 0.1
+beta1 = 0.9
+beta2 = 0.95
+eps = 1e-8
+grad_clip = 1.0              # 0: off
+muon_lr = None               # None: learning_rate
+muon_momentum = 0.95
+muon_weight_decay = 0.0
+muon_wd_decay = False        # Muon weight decay falls linearly to 0 over max_iters (Parcae Table 21)
+# schedule
+schedule = 'cosine'          # 'cosine' | 'constant' | 'trapezoid' (constant, then linear cooldown)
+warmup_iters = 100
+max_iters = 1000
+lr_decay_iters = None        # cosine: None = max_iters
+min_lr = 1e-4
+cooldown_frac = 0.5          # trapezoid: the last fraction of max_iters decays to min_lr
+# system
+device = 'auto'              # 'auto' | 'cpu' | 'cuda' | 'cuda:1' | 'mps'
+dtype = 'auto'               # 'auto' (bf16 on CUDA, else fp32) | 'float32' | 'bfloat16' | 'float16'
+compile = None               # None: on for CUDA
+DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, tuple, type(None)))}
+
+# ----------------------------------------------------------------------------- models
+MODELS = {  # name -> (module, model class, config class)
+    'gpt': ('baselines', 'GPT', 'GPTConfig'),
+    'mamba2': ('baselines', 'Mamba2', 'Mamba2Config'),
+    'parcae': ('parcae', 'Parcae', 'ParcaeConfig'),
+    'textnca': ('textnca', 'TextNCA', 'TextNCAConfig'),
+    'fon': ('fon', 'FON', 'FONConfig'),
+    'workspace': ('workspace', 'Workspace', 'WorkspaceConfig'),
+}
+
+
+def model_classes(name):
+    if name not in MODELS:
+        raise ConfigError(f"unknown model '{name}' (known: {', '.join(MODELS)})")
+    module, cls, cfg_cls = MODELS[name]
+    mod = importlib.import_module(module)
+    return getattr(mod, cls), getattr(mod, cfg_cls)
+
+
+def model_fields(name):
+    """The config fields of a model with their defaults (None where a default is derived)."""
+    _, cfg_cls = model_classes(name)
+    return {f.name: f.default if f.default is not dataclasses.MISSING else None for f in dataclasses.fields(cfg_cls)}
+
+
+def resolve_config(argv):
+    """Defaults < config files < --key=value, checked against train.py's keys and the model's fields."""
+    given = parse_args(argv)
+    name = given.get('model', DEFAULTS['model'])
+    known = {**model_fields(name), **DEFAULTS}
+    return {**DEFAULTS, **check(given, known)}
+
+
+def build_model(name, cfg):
+    """The model named `name`, its config built from the entries of cfg that are its fields."""
+    cls, cfg_cls = model_classes(name)
+    names = {f.name for f in dataclasses.fields(cfg_cls)}
+    try:
+        mcfg = cfg_cls(**{k: v for k, v in cfg.items() if k in names})
+    except (ValueError, TypeError, AssertionError) as e:
+        raise ConfigError(f"invalid {name} config: {e}")
+    return cls(mcfg)
+
+
+def knob_names(model):
+    """The runtime knobs a model's forward accepts (Parcae num_recur, TextNCA Ts, FON holes...)."""
+    params = inspect.signature(model.forward).parameters
+    return [p for p in params if p not in ('idx', 'targets')]
+
+
+def load_checkpoint(path, device='cpu'):
+    """(model, checkpoint dict) from an out_dir or a ckpt.pt file."""
+    if os.path.isdir(path):
+        path = os.path.join(path, 'ckpt.pt')
+    if not os.path.isfile(path):
+        raise ConfigError(f"no checkpoint at {path} (train one first: python train.py --out_dir=...)")
+    ckpt = torch.load(path, map_location=device, weights_only=False)
+    model = build_model(ckpt['model_name'], ckpt['model_args'])
+    model.load_state_dict(ckpt['model'])
+    return model.to(device), ckpt
+
+
+def read_meta(cfg):
+    path = os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json')
+    return json.load(open(path)) if os.path.isfile(path) else None
+
+
+def dataset_vocab(cfg, meta):
+    """The model's vocab size: the config's, else the data's (one more when holes need a MASK id)."""
+    need = meta['vocab_size'] if meta else None
+    mid = cfg['mask_id'] if cfg['mask_id'] is not None else (meta or {}).get('mask_id', need)
+    if cfg['p_fill'] > 0 and mid is not None:
+        need = max(need, mid + 1)
+    if cfg['vocab_size'] is None:
+        if need is None:
+            raise ConfigError(f"vocab_size is not set and {cfg['data_dir']}/{cfg['dataset']}/meta.json does not exist; "
+                              f"set --vocab_size or prepare the data (python prepare_data.py {cfg['dataset']})")
+        return need, mid
+    if need is not None and cfg['vocab_size'] < need:
+        raise ConfigError(f"vocab_size {cfg['vocab_size']} is smaller than the data needs ({need}, dataset '{cfg['dataset']}')")
+    return cfg['vocab_size'], mid
+
+
+def measure_peak_flops(device, dtype, n=1024, reps=4):
+    """A device's achievable matmul FLOP/s, measured (best of three rounds after a warm-up): the
+    MFU denominator where no spec sheet applies, so MFU means something on a CPU too."""
+    g = torch.Generator(device).manual_seed(0)  # leaves the global RNG alone (exact resume)
+    a, b = (torch.randn(n, n, device=device, dtype=dtype, generator=g) for _ in range(2))
+    sync = torch.cuda.synchronize if str(device).startswith('cuda') else (lambda: None)
+    best = 0.0
+    for _ in range(4):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        sync()
+        best = max(best, 2 * n ** 3 * reps / (time.perf_counter() - t0))
+    return best
+
+
+def peak_flops(device, dtype):
+    if str(device).startswith('cuda'):
+        name = torch.cuda.get_device_name(device)
+        specs = {'A100': 312e12, 'H100': 989e12, 'H200': 989e12, 'B200': 2250e12, 'RTX PRO 6000': 503e12}
+        for key, flops in specs.items():  # dense bf16 tensor-core peaks
+            if key in name and dtype in (torch.bfloat16, torch.float16):
+                return flops
+    return measure_peak_flops(device, dtype)
+
+
+# ----------------------------------------------------------------------------- data
+class Batches:
+    """Training and eval batches, a pure function of (split, iteration, micro-step, rank), so a
+    resumed run sees exactly the batches the uninterrupted one would have."""
+
+    def __init__(self, cfg, rank=0, world=1, mask=None):
+        self.cfg, self.rank, self.world, self.mask = cfg, rank, world, mask
+        d = os.path.join(cfg['data_dir'], cfg['dataset'])
+        self.paths = {s: os.path.join(d, f'{s}.bin') for s in ('train', 'val')}
+        for p in self.paths.values():
+            if not os.path.isfile(p):
+                raise ConfigError(f"{p} not found: prepare the data first (python prepare_data.py {cfg['dataset']})")
+        self.synth, self.perm = None, None
+        if cfg['p_synth'] > 0:
+            sd = os.path.join(cfg['data_dir'], cfg['synth_dataset'])
+            self.synth = {s: os.path.join(sd, f'{s}.bin') for s in ('train', 'val')}
+            if not os.path.isfile(self.synth['train']):
+                raise ConfigError(f"{self.synth['train']} not found: p_synth needs python prepare_data.py {cfg['synth_dataset']}")
+        T = cfg['block_size']
+        for s, p in self.paths.items():
+            if len(np.memmap(p, dtype=np.uint16, mode='r')) <= T + 1:
+                raise ConfigError(f"{p} holds fewer than block_size+2 = {T + 2} tokens; lower --block_size")
+
+    def generator(self, *key):
+        g = torch.Generator()
+        g.manual_seed(zlib.crc32(repr((self.cfg['seed'], self.rank) + key).encode()))
+        return g
+
+    def windows(self, path, n, g):
+        data = np.memmap(path, dtype=np.uint16, mode='r')
+        T = self.cfg['block_size']
+        ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
+        return torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
+
+    def blocks(self, path, n, step):
+        """Non-overlapping blocks of block_size+1 tokens: one shuffle per pass, no replacement."""
+        data = np.memmap(path, dtype=np.uint16, mode='r')
+        L = self.cfg['block_size'] + 1
+        nblocks = len(data) // L
+        out = []
+        for k in range(n):
+            j = (step * n + k) * self.world + self.rank          # global draw index, over all ranks
+            epoch, j = divmod(j, nblocks)
+            if self.perm is None or self.perm[0] != epoch:     # the same shuffle on every rank
+                g = torch.Generator().manual_seed(zlib.crc32(repr((self.cfg['seed'], 'blocks', epoch)).encode()))
+                self.perm = (epoch, torch.randperm(nblocks, generator=g))
+            b = self.perm[1][j].item()
+            out.append(torch.from_numpy(data[b * L:(b + 1) * L].astype(np.int64)))
+        return torch.stack(out)
+
+    def get(self, split, it, micro=0):
+        cfg, n = self.cfg, self.cfg['batch_size']
+        g = self.generator(split, it, micro)
+        if cfg['sampler'] == 'blocks' and split == 'train':
+            xy = self.blocks(self.paths[split], n, it * cfg['gradient_accumulation_steps'] + micro)
+        else:
+            xy = self.windows(self.paths[split], n, g)
+        if self.synth is not None and split == 'train':
+            use = torch.rand(n, generator=g) < cfg['p_synth']
+            if use.any():
+                xy[use] = self.windows(self.synth[split], int(use.sum()), g)
+        x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
+        holes = None
+        if cfg['p_fill'] > 0 and split == 'train':
+            x, y, holes = make_holes(x, y, cfg, self.mask, g)
+        return x, y, holes
+
+
+def make_holes(x, y, cfg, mask, g):
+    """Hole fine-tuning (FON section 4): on a holed sequence, positions p % hole_stride == 0 become
+    holes with probability p_hole. The hole's token never enters the input (mask id); the target
+    at a hole is that token itself; every other target stays the next token."""
+    B, T = x.shape
+    holed = torch.rand(B, 1, generator=g) < cfg['p_fill']
+    on_stride = (torch.arange(T) % cfg['hole_stride'] == 0)[None, :]
+    holes = holed & on_stride & (torch.rand(B, T, generator=g) < cfg['p_hole'])
+    y = torch.where(holes, x, y)
+    x = x.masked_fill(holes, mask)
+    return x, y, holes
+
+
+# ----------------------------------------------------------------------------- schedule
+def lr_multiplier(it, cfg):
+    """Learning rate at iteration it as a fraction of the peak (min_lr is scaled alike)."""
+    warm, top, floor = cfg['warmup_iters'], cfg['learning_rate'], cfg['min_lr'] / cfg['learning_rate']
+    if it < warm:
+        return (it + 1) / (warm + 1)
+    if cfg['schedule'] == 'constant':
+        return 1.0
+    if cfg['schedule'] == 'trapezoid':
+        start = cfg['max_iters'] * (1 - cfg['cooldown_frac'])
+        if it < start:
+            return 1.0
+        return 1.0 - (1.0 - floor) * min(1.0, (it - start) / max(1.0, cfg['max_iters'] - start))
+    decay = cfg['lr_decay_iters'] or cfg['max_iters']
+    if it >= decay:
+        return floor
+    ratio = (it - warm) / max(1, decay - warm)
+    return floor + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (1.0 - floor)
+
+
+def make_optimizers(model, cfg, device_type):
+    """AdamW (+ Muon): the model's own groups when it has optim_groups(), else by shape."""
+    if hasattr(model, 'optim_groups'):
+        groups = model.optim_groups(cfg['weight_decay'])
+    else:
+        embed = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+        muon = [] if cfg['optimizer'] != 'muon' else [
+            m.weight for name, m in model.named_modules()
+            if isinstance(m, torch.nn.Linear) and id(m.weight) not in embed and 'lm_head' not in name]
+        mids = {id(p) for p in muon}
+        rest = [p for p in model.parameters() if id(p) not in mids]
+        groups = [{'params': [p for p in rest if p.dim() >= 2], 'weight_decay': cfg['weight_decay']},
+                  {'params': [p for p in rest if p.dim() < 2], 'weight_decay': 0.0},
+                  {'params': muon, 'optimizer': 'muon'}]
+    adamw = [g for g in groups if g.get('optimizer', 'adamw') == 'adamw' and g['params']]
+    muon = [g for g in groups if g.get('optimizer', 'adamw') == 'muon' and g['params']]
+    for g in adamw:
+        g['base_lr'] = cfg['learning_rate']
+    opts = [torch.optim.AdamW(adamw, lr=cfg['learning_rate'], betas=(cfg['beta1'], cfg['beta2']), eps=cfg['eps'],
+                              fused=device_type == 'cuda')]
+    if muon:
+        for g in muon:
+            g['base_lr'] = cfg['muon_lr'] or cfg['learning_rate']
+            g['weight_decay'] = g['base_wd'] = cfg['muon_weight_decay']
+        opts.append(torch.optim.Muon(muon, lr=muon[0]['base_lr'], momentum=cfg['muon_momentum'],
+                                     weight_decay=cfg['muon_weight_decay']))
+    return opts
+
+
+def set_schedule(opts, it, cfg):
+    mult = lr_multiplier(it, cfg)
+    for opt in opts:
+        for g in opt.param_groups:
+            g['lr'] = g['base_lr'] * mult
+            if 'base_wd' in g and cfg['muon_wd_decay']:
+                g['weight_decay'] = g['base_wd'] * max(0.0, 1.0 - it / cfg['max_iters'])
+    return mult * cfg['learning_rate']
+
+
+# ----------------------------------------------------------------------------- checkpoints
+def save_checkpoint(path, ckpt):
+    """Atomic: a crash mid-write leaves the previous ckpt.pt whole."""
+    tmp = path + '.tmp'
+    torch.save(ckpt, tmp)
+    os.replace(tmp, path)
+
+
+def log_jsonl(path, record):
+    with open(path, 'a') as f:
+        f.write(json.dumps(record) + '\n')
+
+
+def fail(msg):
+    print(f"error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+# ----------------------------------------------------------------------------- main
+def main(argv):
+    try:
+        cfg = resolve_config(argv)
+    except ConfigError as e:
+        fail(e)
+    if cfg['sampler'] not in ('random', 'blocks'):
+        fail(f"sampler must be 'random' or 'blocks', got {cfg['sampler']!r}")
+    if cfg['schedule'] not in ('cosine', 'constant', 'trapezoid'):
+        fail(f"schedule must be 'cosine', 'constant' or 'trapezoid', got {cfg['schedule']!r}")
+    if cfg['optimizer'] not in ('adamw', 'muon'):
+        fail(f"optimizer must be 'adamw' or 'muon', got {cfg['optimizer']!r}")
+
+    # --- dry run: parameters and FLOPs of a config on the meta device, no data, no memory
+    if cfg['dry_run']:
+        try:
+            meta = read_meta(cfg)
+            cfg['vocab_size'] = dataset_vocab(cfg, meta)[0]
+            with torch.device('meta'):
+                m = build_model(cfg['model'], cfg)
+        except ConfigError as e:
+            fail(e)
+        print(f"model: {cfg['model']}")
+        print(f"parameters: {m.num_params()}")
+        print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
+        return
+
+    # --- distributed setup
+    ddp = int(os.environ.get('RANK', -1)) != -1
+    rank, local_rank, world = 0, 0, 1
+    dev = cfg['device']
+    if dev == 'auto':
+        dev = 'cuda' if torch.cuda.is_available() else 'cpu'
+    if ddp:
+        rank, local_rank, world = int(os.environ['RANK']), int(os.environ['LOCAL_RANK']), int(os.environ['WORLD_SIZE'])
+        torch.distributed.init_process_group(backend='nccl' if dev.startswith('cuda') else 'gloo')
+        if dev.startswith('cuda'):
+            dev = f'cuda:{local_rank}'
+            torch.cuda.set_device(dev)
+    master = rank == 0
+    device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
+    dt = cfg['dtype']
+    if dt == 'auto':
+        dt = 'bfloat16' if device_type == 'cuda' and torch.cuda.is_bf16_supported() else 'float32'
+    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dt)
+    if ptdtype is None:
+        fail(f"dtype must be auto, float32, bfloat16 or float16, got {dt!r}")
+    autocast = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
+    use_compile = cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda'
+    torch.manual_seed(cfg['seed'] + rank)
+    if device_type == 'cuda':
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    # --- data (the synthetic battery is made on the spot: python train.py works offline)
+    ds_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
+    if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
+        if master:
+            import prepare_data
+            prepare_data.prepare('synthetic', out_dir=cfg['data_dir'])
+        if ddp:
+            torch.distributed.barrier()
+    try:
+        meta = read_meta(cfg)
+        if meta is None:
+            raise ConfigError(f"{ds_dir}/meta.json not found: prepare the data first (python prepare_data.py {cfg['dataset']})")
+        cfg['vocab_size'], mid = dataset_vocab(cfg, meta)
+        batches = Batches(cfg, rank, world, mid)
+    except ConfigError as e:
+        fail(e)
+
+    # --- model and optimizer
+    os.makedirs(cfg['out_dir'], exist_ok=True)
+    ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
+    log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
+    iter_num, best_val, ckpt = 0, float('inf'), None
+    try:
+        if cfg['init_from'] == 'resume':
+            if not os.path.isfile(ckpt_path):
+                raise ConfigError(f"init_from='resume' but there is no checkpoint at {ckpt_path}")
+            ckpt = torch.load(ckpt_path, map_location='cpu', weights_only=False)
+            if ckpt['model_name'] != cfg['model']:
+                raise ConfigError(f"{ckpt_path} holds a '{ckpt['model_name']}' model but this config builds '{cfg['model']}'")
+            cfg.update({k: v for k, v in ckpt['model_args'].items() if k in cfg or k in model_fields(cfg['model'])})
+            iter_num, best_val = ckpt['iter_num'], ckpt['best_val_loss']
+        raw_model = build_model(cfg['model'], cfg)
+        if ckpt is not None:
+            raw_model.load_state_dict(ckpt['model'])
+        elif cfg['init_from'] != 'scratch':
+            src, src_ckpt = load_checkpoint(cfg['init_from'])
+            if src_ckpt['model_name'] != cfg['model']:
+                raise ConfigError(f"init_from={cfg['init_from']} holds a '{src_ckpt['model_name']}' model, not '{cfg['model']}'")
+            raw_model.load_state_dict(src.state_dict())
+    except ConfigError as e:
+        fail(e)
+    except RuntimeError as e:  # a state dict of other shapes
+        fail(f"the checkpoint does not fit this config's model: {str(e).splitlines()[0]}")
+    raw_model.to(dev)
+    model_args = {f.name: getattr(raw_model.config, f.name) for f in dataclasses.fields(raw_model.config)}
+    knobs = knob_names(raw_model)
+    opts = make_optimizers(raw_model, cfg, device_type)
+    scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
+    if ckpt is not None:
+        for opt, state in zip(opts, ckpt['optimizers']):
+            opt.load_state_dict(state)
+        scaler.load_state_dict(ckpt['scaler'])
+        torch.set_rng_state(ckpt['rng'][rank % len(ckpt['rng'])])
+        ckpt = None
+    model = torch.compile(raw_model) if use_compile else raw_model
+    if ddp:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if device_type == 'cuda' else None)
+
+    tokens_per_iter = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps'] * world
+    flops_per_iter = raw_model.flops_per_token(cfg['block_size']) * tokens_per_iter
+    peak = peak_flops(dev, ptdtype) * world
+    if master:
+        print(f"model {cfg['model']}: {raw_model.num_params():,} parameters, {tokens_per_iter:,} tokens/iter, "
+              f"device {dev}, dtype {dt}, compile {use_compile}, world {world}")
+        json.dump(cfg, open(os.path.join(cfg['out_dir'], 'config.json'), 'w'), indent=1, default=str)
+
+    @torch.no_grad()
+    def estimate_loss():
+        model.eval()
+        out = {}
+        for split in ('train', 'val'):
+            losses = torch.zeros(cfg['eval_iters'])
+            for k in range(cfg['eval_iters']):
+                x, y, _ = batches.get(split, -1 - k)   # negative iterations: a fixed eval set
+                with autocast:
+                    _, loss = model(x.to(dev), y.to(dev))
+                losses[k] = loss.item()
+            out[split] = losses.mean().item()
+        model.train()
+        return out
+
+    def checkpoint(it):
+        rng = [torch.get_rng_state()]
+        if ddp:
+            rng = [None] * world
+            torch.distributed.all_gather_object(rng, torch.get_rng_state())
+        if master:
+            save_checkpoint(ckpt_path, {
+                'model': raw_model.state_dict(), 'optimizers': [o.state_dict() for o in opts],
+                'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
+                'config': cfg, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng})
+
+    # --- the loop
+    model.train()
+    t0 = time.time()
+    last_good = None
+    while True:
+        lr = set_schedule(opts, iter_num, cfg)
+        if iter_num % cfg['eval_interval'] == 0 or iter_num == cfg['max_iters'] or cfg['eval_only']:
+            losses = estimate_loss()
+            finite = all(math.isfinite(v) for v in losses.values())
+            if master:
+                print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+                log_jsonl(log_path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
+                                     'val_loss': losses['val'], 'tokens': iter_num * tokens_per_iter})
+            if not finite:
+                fail(f"eval loss is not finite at iter {iter_num}; {ckpt_path} still holds the last good state "
+                     f"(iter {last_good}); resume with --init_from=resume and a lower learning_rate")
+            if losses['val'] < best_val or cfg['always_save_checkpoint']:
+                best_val = min(best_val, losses['val'])
+                checkpoint(iter_num)
+                last_good = iter_num
+            if cfg['eval_only']:
+                break
+        if iter_num >= cfg['max_iters']:
+            break
+
+        for micro in range(cfg['gradient_accumulation_steps']):
+            x, y, holes = batches.get('train', iter_num, micro)
+            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+            kw = {'holes': holes.to(dev)} if holes is not None and 'holes' in knobs else {}
+            if ddp:  # sync gradients only on the last micro-step
+                model.require_backward_grad_sync = micro == cfg['gradient_accumulation_steps'] - 1
+            with autocast:
+                _, loss = model(x, y, **kw)
+                loss = loss / cfg['gradient_accumulation_steps']
+            scaler.scale(loss).backward()
+        if cfg['grad_clip'] > 0:
+            for opt in opts:
+                scaler.unscale_(opt)
+            norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg['grad_clip'])
+        for opt in opts:
+            scaler.step(opt)
+        scaler.update()
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
+
+        if iter_num % cfg['log_interval'] == 0 and master:
+            lossf = loss.item() * cfg['gradient_accumulation_steps']
+            if not math.isfinite(lossf):
+                fail(f"training loss is {lossf} at iter {iter_num}; {ckpt_path} still holds the last good state "
+                     f"(iter {last_good}); resume with --init_from=resume and a lower learning_rate")
+            t1 = time.time()
+            dt_ms = (t1 - t0) * 1000 / (cfg['log_interval'] if iter_num > 0 else 1)
+            t0 = t1
+            rec = {'kind': 'train', 'iter': iter_num, 'loss': lossf, 'lr': lr, 'ms': dt_ms,
+                   'tokens_per_s': tokens_per_iter / dt_ms * 1000, 'mfu': flops_per_iter / (dt_ms / 1000) / peak}
+            if cfg['grad_clip'] > 0:
+                rec['grad_norm'] = norm.item()
+            if hasattr(raw_model, 'train_stats'):
+                rec.update(raw_model.train_stats())
+            extra = ''.join(f", {k} {v:.4g}" for k, v in rec.items() if k not in ('kind', 'iter', 'loss', 'lr', 'ms', 'tokens_per_s', 'mfu'))
+            print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt_ms:.1f}ms, "
+                  f"{rec['tokens_per_s']:.0f} tok/s, mfu {100 * rec['mfu']:.2f}%{extra}")
+            log_jsonl(log_path, rec)
+        iter_num += 1
+
+    if ddp:
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
