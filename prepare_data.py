@@ -1,0 +1,809 @@
+"""
+Prepare a dataset: data/<dir>/{train.bin, val.bin[, test.bin], meta.json}.
+
+    python prepare_data.py NAME [--tokenizer gpt2|byte|char] [--input FILE] [--out_dir data]
+                                [--seed N] [--url BASE] [--vocab N] ...
+
+The .bin files are flat np.uint16 token streams (read them with np.memmap, as nanoGPT).
+meta.json is written last, so a folder with a meta.json is complete. It holds:
+  vocab_size   number of real symbols the tokenizer produces (ids 0..vocab_size-1)
+  tokenizer    'gpt2' | 'byte' | 'char'
+  itos, stoi   char only: the sorted characters of the text, and their ids
+  bpe_vocab    gpt2 only, when --vocab restricts GPT-2's BPE (see below)
+  mask_id      synthetic only: the reserved MASK id (= vocab_size, one past the real symbols,
+               so a model that fills holes needs vocab_size + 1 rows; gpt2's padded 50304 has room)
+  source, train_tokens, val_tokens (test_tokens), and what the split is
+get_tokenizer(meta) -> (encode, decode) gives the dataset's tokenizer back to sample.py / eval.py.
+
+Sources (NAME):
+  shakespeare_char  tiny shakespeare, char tokenizer; nanoGPT's split: first 90% train, last 10% val
+  shakespeare       the same text, gpt2 tokenizer
+  wikitext103       WikiText-103 raw (the official train/valid/test files), gpt2 by default
+  enwik8            first 90M bytes train, next 5M val, last 5M test, byte tokenizer by default
+  tinystories       TinyStoriesV2-GPT4 train/valid text files, gpt2 by default
+  fineweb_edu       FineWeb-Edu parquet shards (karpathy/fineweb-edu-100b-shuffle, the reshuffle
+                    nanochat trains on): --shards N train shards, the last shard (01822) is val.
+                    Reading parquet needs the optional extra pyarrow (pip install pyarrow).
+  synthetic         the offline skill battery below (no download; `python train.py` uses it)
+  any other NAME    with --input FILE: a local text file, first 90% train (--val_frac)
+--input FILE also works for the named sources (offline): a text file (90/10 split), or the
+downloaded archive/folder itself (wikitext-103-raw-v1.zip or its folder, enwik8.zip or enwik8,
+a folder with the two TinyStories files, a parquet file or a folder of them for fineweb_edu).
+
+Downloads (requests): streamed with a tqdm bar into <out_dir>/downloads/, resumed from a leftover
+.part file with an HTTP Range request, and checked against a sha256 where one is published:
+tiny shakespeare and WikiText-103 have known checksums (SHA256 below); HuggingFace files
+(TinyStories, FineWeb-Edu) are checked against the sha256 the Hub sends in X-Linked-Etag;
+for enwik8 no checksum is published, only its size (36,445,475 bytes zipped, 10^8 unzipped),
+which is checked. --url BASE (or the environment variable PREPARE_DATA_URL) replaces the base
+URL the files are fetched from (a mirror, or a local server in the tests); for one-file sources
+it may also be the file's full URL. Without network, the error names --input FILE.
+
+Tokenizers:
+  gpt2  tiktoken's GPT-2 BPE (50257 symbols, <|endoftext|> = 50256). tiktoken downloads its two
+        BPE files once and caches them (TIKTOKEN_CACHE_DIR). --vocab N restricts it to GPT-2's
+        first N-1 merge ranks plus <|endoftext|> = N-1: a prefix of a BPE merge list is itself a
+        valid BPE, so e.g. --vocab 32768 gives real data for the paper configs with vocab 32768.
+        Documents (fineweb_edu) get <|endoftext|> after each one; the literal "<|endoftext|>"
+        lines of the TinyStories files become that token.
+  byte  257 symbols: bytes 0..255 and 256 = row separator, appended after each nonempty row of
+        WikiText (the causal workspace paper's encoding) and after each fineweb_edu document;
+        enwik8, TinyStories and other text keep their raw bytes.
+  char  the sorted set of characters of the text (nanoGPT's shakespeare_char).
+
+Output folder: data/NAME with the source's default tokenizer, else data/NAME_<tokenizer>
+(data/NAME_gpt2_<N> with --vocab N), e.g. `prepare_data.py synthetic --tokenizer gpt2` writes
+data/synthetic_gpt2, the p_synth partner of data/wikitext103. A custom NAME given with --input
+is always written to data/NAME. dataset_dirname() computes the folder name.
+
+The synthetic battery: TASKS (associative recall, copy (induction), multi-digit addition,
+sorting, comparison, state tracking), each example one line `prompt + answer + "\\n"`:
+    recall a=3 b=7 c=1 ? b = 7      copy k3x9q = k3x9q      add 482+379 = 861
+    sort 5 2 8 1 = 1 2 5 8          cmp 482 479 = >         state 3 +4 -2 +7 = 2  (a counter mod 10)
+The prompt ends with '=' and the answer starts with a space, so the prompt's tokens are a prefix
+of the example's tokens under every tokenizer (GPT-2's pre-tokenizer splits before the space):
+eval.py scores it causally (generate after the prompt) and in fill mode (the answer's tokens
+replaced by mask_id), see encode_example(). synthetic_examples(task, n, seed) is deterministic;
+the dataset's train examples use --seed, its val examples seed + VAL_SEED_OFFSET, with every val
+example whose text occurs in train dropped (so the shortest instances, e.g. 3-digit sorts, which
+train covers completely, are rarer in val). synthetic_split() rebuilds exactly those examples.
+Default tokenizer char over a fixed alphabet, with mask_id = vocab_size and mask_token '_'.
+
+In-process: prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, ...) -> folder
+path; expected failures raise DataError (the command line prints `error: ...` and exits 2).
+"""
+import argparse
+import codecs
+import hashlib
+import io
+import itertools
+import json
+import os
+import random
+import re
+import sys
+import zipfile
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import urlparse
+
+import numpy as np
+import requests
+import tiktoken
+from tqdm import tqdm
+
+TOKENIZERS = ('gpt2', 'byte', 'char')
+ROW_SEP = 256  # the byte tokenizer's row separator
+SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare'
+# source -> default tokenizer, base URL, files. --url / PREPARE_DATA_URL replace the base URL.
+SOURCES = {
+    'shakespeare_char': ('char', SHAKESPEARE_URL, ['input.txt']),
+    'shakespeare': ('gpt2', SHAKESPEARE_URL, ['input.txt']),
+    # the original S3 bucket is gone; this is the mirror HuggingFace's wikitext script moved to
+    'wikitext103': ('gpt2', 'https://wikitext.smerity.com', ['wikitext-103-raw-v1.zip']),
+    'enwik8': ('byte', 'http://mattmahoney.net/dc', ['enwik8.zip']),
+    'tinystories': ('gpt2', 'https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main',
+                    ['TinyStoriesV2-GPT4-train.txt', 'TinyStoriesV2-GPT4-valid.txt']),
+    'fineweb_edu': ('gpt2', 'https://huggingface.co/datasets/karpathy/fineweb-edu-100b-shuffle/resolve/main',
+                    None),  # shard_00000.parquet ... (--shards) + the val shard
+    'synthetic': ('char', None, []),
+}
+FINEWEB_VAL_SHARD = 1822  # the last shard, nanochat's validation shard
+# published checksums: tiny shakespeare's is the one TensorFlow Datasets pins for char-rnn's
+# input.txt; WikiText-103's is the one in HuggingFace datasets' dataset_infos for this zip.
+SHA256 = {
+    'input.txt': '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed',
+    'wikitext-103-raw-v1.zip': '91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794',
+}
+# no checksum is published for enwik8.zip, only its size
+SIZES = {'input.txt': 1115394, 'wikitext-103-raw-v1.zip': 191984949, 'enwik8.zip': 36445475}
+ENWIK8_BYTES = 10**8
+
+
+class DataError(Exception):
+    """An expected failure (network, bad input, missing extra): one clear line, no traceback."""
+
+
+# -----------------------------------------------------------------------------
+# tokenizers
+
+def _base_gpt2():
+    return tiktoken.get_encoding('gpt2')  # the tests replace this with a small local Encoding
+
+
+def gpt2_encoding(vocab=None):
+    """GPT-2's BPE, or with vocab=N its first N-1 merge ranks + <|endoftext|> = N-1."""
+    try:
+        enc = _base_gpt2()
+    except Exception as e:  # tiktoken raises requests' errors (or ValueError on a bad hash)
+        raise DataError(f"the gpt2 tokenizer needs GPT-2's BPE files, which tiktoken downloads once "
+                        f"and caches (TIKTOKEN_CACHE_DIR), and loading them failed ({_reason(e)}); "
+                        f"offline, use --tokenizer byte or --tokenizer char") from None
+    if vocab is None or vocab == enc.n_vocab:
+        return enc
+    if not 257 <= vocab < enc.n_vocab:
+        raise DataError(f'--vocab must be between 257 and {enc.n_vocab} (the 256 byte tokens, merges, '
+                        f'<|endoftext|>), got {vocab}')
+    ranks = {b: r for b, r in enc._mergeable_ranks.items() if r < vocab - 1}
+    return tiktoken.Encoding(name=f'gpt2_{vocab}', pat_str=enc._pat_str, mergeable_ranks=ranks,
+                             special_tokens={'<|endoftext|>': vocab - 1})
+
+
+def get_tokenizer(meta):
+    """(encode, decode) for a dataset's meta dict (or its folder / meta.json path).
+    encode(str) -> list of ids; decode(ids) -> str. Char encode raises ValueError naming any
+    characters outside the vocabulary; decode shows ids outside the vocabulary as U+FFFD (the
+    char battery's MASK as its mask_token); byte decode drops the row separators."""
+    if isinstance(meta, (str, os.PathLike)):
+        path = os.path.join(meta, 'meta.json') if os.path.isdir(meta) else meta
+        with open(path) as f:
+            meta = json.load(f)
+    kind = meta['tokenizer']
+    if kind == 'gpt2':
+        enc = gpt2_encoding(meta.get('bpe_vocab'))
+
+        def decode(ids):
+            out, run = [], []
+            for i in ids:
+                if 0 <= i < enc.n_vocab:
+                    run.append(int(i))
+                else:
+                    out += [enc.decode(run), '\ufffd']
+                    run = []
+            return ''.join(out) + enc.decode(run)
+        return (lambda s: enc.encode(s, allowed_special='all')), decode
+    if kind == 'byte':
+        return (lambda s: list(s.encode('utf-8'))), \
+               (lambda ids: bytes(int(i) for i in ids if 0 <= i < 256).decode('utf-8', errors='replace'))
+    if kind != 'char':
+        raise ValueError(f"unknown tokenizer {kind!r} in meta.json (expected one of {TOKENIZERS})")
+    itos = meta['itos']
+    itos = [itos[str(i)] if isinstance(itos, dict) else itos[i] for i in range(len(itos))]
+    stoi = {c: i for i, c in enumerate(itos)}
+    mask_token, mask_id = meta.get('mask_token'), meta.get('mask_id')
+
+    def encode(s):
+        bad = sorted({c for c in s if c not in stoi and c != mask_token})
+        if bad:
+            raise ValueError(f"characters not in this dataset's vocabulary of {len(itos)} symbols: "
+                             + ' '.join(repr(c) for c in bad))
+        return [stoi[c] if c in stoi else mask_id for c in s]
+
+    def decode(ids):
+        return ''.join(itos[i] if 0 <= i < len(itos) else mask_token if i == mask_id and mask_token
+                       else '\ufffd' for i in ids)
+    return encode, decode
+
+
+# -----------------------------------------------------------------------------
+# the synthetic skill battery
+
+LETTERS = 'abcdefghijklmnopqrstuvwxyz'
+DIGITS = '0123456789'
+SYNTH_CHARS = sorted(set(LETTERS + DIGITS + ' =?+-<>\n'))  # the fixed char alphabet of the battery
+SYNTH_MASK_TOKEN = '_'
+VAL_SEED_OFFSET = 1_000_003
+
+
+def _number(rng):
+    return rng.randrange(10 ** rng.randint(1, 4))  # 1 to 4 digits
+
+
+def _recall(rng):
+    keys = rng.sample(LETTERS, rng.randint(2, 8))
+    vals = rng.choices(DIGITS, k=len(keys))
+    q = rng.randrange(len(keys))
+    return 'recall ' + ' '.join(f'{k}={v}' for k, v in zip(keys, vals)) + f' ? {keys[q]} =', ' ' + vals[q]
+
+
+def _copy(rng):
+    s = ''.join(rng.choices(LETTERS + DIGITS, k=rng.randint(3, 10)))
+    return f'copy {s} =', ' ' + s
+
+
+def _add(rng):
+    a, b = _number(rng), _number(rng)
+    return f'add {a}+{b} =', f' {a + b}'
+
+
+def _sort(rng):
+    xs = rng.choices(DIGITS, k=rng.randint(3, 8))
+    return 'sort ' + ' '.join(xs) + ' =', ' ' + ' '.join(sorted(xs))
+
+
+def _cmp(rng):
+    a = _number(rng)
+    b = a if rng.random() < 0.1 else _number(rng)  # equal pairs would be rare by chance
+    return f'cmp {a} {b} =', ' ' + ('<' if a < b else '>' if a > b else '=')
+
+
+def _state(rng):
+    x = start = rng.randrange(10)
+    k = rng.randint(3, 8)
+    ops = [s + d for s, d in zip(rng.choices('+-', k=k), rng.choices(DIGITS[1:], k=k))]
+    for op in ops:
+        x = (x + int(op)) % 10
+    return f'state {start} ' + ' '.join(ops) + ' =', f' {x}'
+
+
+TASKS = {'recall': _recall, 'copy': _copy, 'add': _add, 'sort': _sort, 'cmp': _cmp, 'state': _state}
+
+
+def synthetic_examples(task, n, seed):
+    """n (prompt, answer) pairs of one task, deterministic in (task, seed); a prefix of the list
+    for a larger n. The example's text is prompt + answer + '\\n'."""
+    if task not in TASKS:
+        raise ValueError(f'unknown synthetic task {task!r}; tasks: {", ".join(TASKS)}')
+    rng = random.Random(f'{task}/{seed}')
+    return [TASKS[task](rng) for _ in range(n)]
+
+
+def synthetic_split(seed, n_train, n_val):
+    """The synthetic dataset's examples: {'train': [(task, prompt, answer)], 'val': [...]}.
+    Tasks in equal shares; train shuffled by seed; val from seed + VAL_SEED_OFFSET without any
+    example whose text is in train."""
+    def share(n, i):
+        return n // len(TASKS) + (i < n % len(TASKS))
+    train = [(t, p, a) for i, t in enumerate(TASKS) for p, a in synthetic_examples(t, share(n_train, i), seed)]
+    random.Random(seed).shuffle(train)
+    seen = {p + a for _, p, a in train}
+    val = []
+    for i, t in enumerate(TASKS):
+        k = share(n_val, i)
+        fresh = [(t, p, a) for p, a in synthetic_examples(t, 4 * k + 100, seed + VAL_SEED_OFFSET)
+                 if p + a not in seen][:k]
+        if len(fresh) < k:
+            raise DataError(f'synthetic task {t}: only {len(fresh)} of {k} val examples are not in train')
+        val += fresh
+    random.Random(seed + VAL_SEED_OFFSET).shuffle(val)
+    return {'train': train, 'val': val}
+
+
+def encode_example(prompt, answer, encode, mask_id=None):
+    """(ids of prompt + answer + '\\n', answer positions); with mask_id the answer's ids are
+    replaced by it (fill mode). encode is get_tokenizer(meta)[0]."""
+    ids = encode(prompt + answer + '\n')
+    start, end = len(encode(prompt)), len(encode(prompt + answer))
+    if ids[:start] != encode(prompt):
+        raise ValueError('the prompt does not tokenize as a prefix of the example')
+    if mask_id is not None:
+        ids = ids[:start] + [mask_id] * (end - start) + ids[end:]
+    return ids, list(range(start, end))
+
+
+# -----------------------------------------------------------------------------
+# downloads
+
+def _reason(e):
+    """One short line for an exception (requests' messages nest a whole traceback's worth)."""
+    msg = str(e).splitlines()[0] if str(e) else ''
+    m = re.search(r"(Failed to resolve '[^']+'|Connection refused|timed out|Name or service not known)", msg)
+    return f'{type(e).__name__}: {m.group(1) if m else msg[:200]}'
+
+
+def _published_sha256(r):
+    # the HuggingFace Hub sends the sha256 of LFS files as X-Linked-Etag on the redirect
+    for resp in [*r.history, r]:
+        tag = resp.headers.get('X-Linked-Etag', '').strip('"')
+        if re.fullmatch(r'[0-9a-f]{64}', tag):
+            return tag
+    return None
+
+
+def _sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            h.update(block)
+    return h.hexdigest()
+
+
+def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
+    """Stream url to path (a tqdm bar on stderr), resuming a leftover path + '.part' with a
+    Range request; check the size and the sha256 (given, or published by the server)."""
+    if os.path.exists(path):
+        return path  # it was checked before it got its final name
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    part = path + '.part'
+    have = os.path.getsize(part) if os.path.exists(part) else 0
+    offline = f'Without network, prepare from a local copy: python prepare_data.py {name} --input FILE'
+    try:
+        with requests.get(url, stream=True, timeout=(15, 60),
+                          headers={'Range': f'bytes={have}-'} if have else {}) as r:
+            if not (have and r.status_code == 416):  # 416: the .part already holds the whole file
+                r.raise_for_status()
+                if have and r.status_code != 206:
+                    have = 0  # the server ignored the Range header: start over
+                sha256 = sha256 or _published_sha256(r)
+                length = r.headers.get('Content-Length')
+                total = have + int(length) if length and length.isdigit() else size
+                with open(part, 'ab' if have else 'wb') as f, \
+                        tqdm(total=total, initial=have, unit='B', unit_scale=True, unit_divisor=1024,
+                             desc=os.path.basename(path), disable=quiet) as bar:
+                    for block in r.iter_content(1 << 20):
+                        f.write(block)
+                        bar.update(len(block))
+                if total and os.path.getsize(part) < total:
+                    raise DataError(f'download of {url} stopped at {os.path.getsize(part)} of {total} bytes; '
+                                    f'run the same command again to resume. {offline}')
+    except requests.RequestException as e:
+        raise DataError(f'download of {url} failed ({_reason(e)}); the same command resumes it. '
+                        f'{offline}') from None
+    got = os.path.getsize(part)
+    if size is not None and got != size:
+        os.remove(part)
+        raise DataError(f'{url} gave {got} bytes, expected {size}; the file was deleted, run again '
+                        f'to download it afresh. {offline}')
+    if sha256 is not None:
+        digest = _sha256_file(part)
+        if digest != sha256:
+            os.remove(part)
+            raise DataError(f'sha256 mismatch for {url}: expected {sha256}, got {digest}; the file was '
+                            f'deleted, run again to download it afresh. {offline}')
+    os.replace(part, path)
+    return path
+
+
+def _file_urls(base, files):
+    """base + '/' + file, or base itself when it is the full URL of a one-file source."""
+    base = base.rstrip('/')
+    last = urlparse(base).path.rsplit('/', 1)[-1]
+    if len(files) == 1 and os.path.splitext(last)[1] == os.path.splitext(files[0])[1]:
+        return [base]
+    return [f'{base}/{f}' for f in files]
+
+
+# -----------------------------------------------------------------------------
+# sources -> splits. A split is a stream of pieces (str or bytes, or documents for 'docs').
+
+@dataclass
+class Split:
+    pieces: Callable        # () -> iterator of str / bytes pieces; called once per pass
+    kind: str = 'text'      # 'text': one stream; 'rows': lines (byte adds ROW_SEP after nonempty
+                            # rows); 'docs': each piece is a document
+    special: bool = False   # gpt2: the literal <|endoftext|> is the end-of-text token
+    lenient: bool = False   # bytes that are not UTF-8 become U+FFFD for text tokenizers
+
+
+def _file_pieces(path, start=0, end=None, size=1 << 20):
+    end = os.path.getsize(path) if end is None else end
+    with open(path, 'rb') as f:
+        f.seek(start)
+        while start < end:
+            block = f.read(min(size, end - start))
+            if not block:
+                return
+            start += len(block)
+            yield block
+
+
+def _text_splits(paths, val_frac, **kw):
+    """A local text file: the first 1 - val_frac of it train, the rest val (nanoGPT's split;
+    for rows, the cut moves to the next row)."""
+    path = paths[0]
+    if os.path.isdir(path):
+        raise DataError(f'--input {path} is a folder; this dataset takes a text file')
+    n = os.path.getsize(path)
+    if n == 0:
+        raise DataError(f'{path} is empty')
+    cut = int(n * (1 - val_frac))
+    with open(path, 'rb') as f:  # move the cut to the start of a UTF-8 character (or row)
+        f.seek(cut)
+        if kw.get('kind') == 'rows':
+            cut += len(f.readline())
+        else:
+            while cut < n and (f.read(1)[0] & 0xC0) == 0x80:
+                cut += 1
+    return ({'train': Split(lambda: _file_pieces(path, 0, cut), **kw),
+             'val': Split(lambda: _file_pieces(path, cut, n), **kw)},
+            f'first {1 - val_frac:.0%} of {os.path.basename(path)} train, the rest val')
+
+
+def _line_pieces(f, size=1 << 20):
+    buf, n = [], 0
+    for line in f:
+        buf.append(line)
+        n += len(line)
+        if n >= size:
+            yield ''.join(buf)
+            buf, n = [], 0
+    if buf:
+        yield ''.join(buf)
+
+
+def _zip_lines(path, member):
+    with zipfile.ZipFile(path) as z, z.open(member) as f:
+        yield from _line_pieces(io.TextIOWrapper(f, encoding='utf-8'))
+
+
+def _file_lines(path):
+    with open(path, encoding='utf-8') as f:
+        yield from _line_pieces(f)
+
+
+def _wikitext_splits(paths, val_frac):
+    path, files = paths[0], {'train': 'wiki.train.raw', 'val': 'wiki.valid.raw', 'test': 'wiki.test.raw'}
+    desc = 'the official wiki.train/valid/test.raw files'
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+        members = {s: next((m for m in names if m.rsplit('/', 1)[-1] == f), None) for s, f in files.items()}
+        if None in members.values():
+            raise DataError(f'{path} does not hold {", ".join(files.values())}')
+        return {s: Split(lambda m=m: _zip_lines(path, m), kind='rows') for s, m in members.items()}, desc
+    if os.path.isdir(path):
+        found = {s: os.path.join(path, f) for s, f in files.items()}
+        if not all(map(os.path.exists, found.values())):
+            raise DataError(f'{path} does not hold {", ".join(files.values())}')
+        return {s: Split(lambda p=p: _file_lines(p), kind='rows') for s, p in found.items()}, desc
+    return _text_splits(paths, val_frac, kind='rows')
+
+
+def _enwik8_splits(paths, val_frac):
+    path = paths[0]
+    if os.path.isdir(path):
+        raise DataError(f'--input {path} is a folder; enwik8 takes enwik8.zip or the enwik8 file')
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            data = z.read(next((m for m in z.namelist() if m.rsplit('/', 1)[-1] == 'enwik8'), z.namelist()[0]))
+    else:
+        with open(path, 'rb') as f:
+            data = f.read()
+    n = len(data)
+    if n == 0:
+        raise DataError(f'{path} is empty')
+    # the usual enwik8 split, 90M/5M/5M; a file of another size is split in the same proportions
+    a, b = (90 * 10**6, 95 * 10**6) if n == ENWIK8_BYTES else (int(n * 0.9), int(n * 0.95))
+    return ({s: Split(lambda d=d: [d], lenient=True) for s, d in
+             (('train', data[:a]), ('val', data[a:b]), ('test', data[b:]))},
+            f'first {a:,} bytes train, next {b - a:,} val, last {n - b:,} test')
+
+
+def _tinystories_splits(paths, val_frac):
+    if len(paths) == 1 and os.path.isdir(paths[0]):
+        found = [os.path.join(paths[0], f) for f in SOURCES['tinystories'][2]]
+        if not all(map(os.path.exists, found)):
+            raise DataError(f'{paths[0]} does not hold {" and ".join(SOURCES["tinystories"][2])}')
+        paths = found
+    if len(paths) == 1:
+        return _text_splits(paths, val_frac, special=True)
+    return ({s: Split(lambda p=p: _file_pieces(p), special=True) for s, p in zip(('train', 'val'), paths)},
+            'the official train and valid files')
+
+
+def _need_pyarrow():
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise DataError('fineweb_edu reads parquet shards, which needs the optional extra pyarrow: '
+                        'pip install pyarrow') from None
+
+
+def _parquet_docs(paths, start=0, stop=None):
+    import pyarrow.parquet as pq
+    i = 0
+    for p in paths:
+        for batch in pq.ParquetFile(p).iter_batches(columns=['text'], batch_size=1024):
+            for doc in batch.column(0).to_pylist():
+                if stop is not None and i >= stop:
+                    return
+                if i >= start:
+                    yield doc
+                i += 1
+
+
+def _fineweb_splits(paths, val_frac):
+    if len(paths) == 1 and os.path.isdir(paths[0]):
+        paths = sorted(os.path.join(paths[0], f) for f in os.listdir(paths[0]) if f.endswith('.parquet'))
+        if not paths:
+            raise DataError('the --input folder holds no .parquet files')
+    if not paths[0].endswith('.parquet'):
+        return _text_splits(paths, val_frac)
+    _need_pyarrow()
+    if len(paths) > 1:  # the last shard is val
+        return ({'train': Split(lambda: _parquet_docs(paths[:-1]), kind='docs'),
+                 'val': Split(lambda: _parquet_docs(paths[-1:]), kind='docs')},
+                f'{len(paths) - 1} parquet shard(s) train, {os.path.basename(paths[-1])} val')
+    import pyarrow.parquet as pq
+    cut = int(pq.ParquetFile(paths[0]).metadata.num_rows * (1 - val_frac))
+    return ({'train': Split(lambda: _parquet_docs(paths, 0, cut), kind='docs'),
+             'val': Split(lambda: _parquet_docs(paths, cut), kind='docs')},
+            f'first {cut:,} documents train, the rest val')
+
+
+def _texts(split):
+    """The split as str pieces (bytes decoded as UTF-8 across piece boundaries)."""
+    decoder = codecs.getincrementaldecoder('utf-8')('replace' if split.lenient else 'strict')
+    try:
+        for piece in split.pieces():
+            if split.kind == 'docs':
+                yield piece + '\n\n'
+            else:
+                yield decoder.decode(piece) if isinstance(piece, bytes) else piece
+        yield decoder.decode(b'', final=True)
+    except UnicodeDecodeError as e:
+        raise DataError(f'the input is not UTF-8 text ({e.reason} at a byte {e.object[e.start]:#x}); '
+                        f'--tokenizer byte reads any bytes') from None
+
+
+# -----------------------------------------------------------------------------
+# encoding: each yields np.uint16 arrays
+
+def _u16(b):
+    return np.frombuffer(b, dtype=np.uint8).astype(np.uint16)
+
+
+def _encode_byte(split):
+    if split.kind == 'docs':
+        for doc in split.pieces():
+            yield np.append(_u16(doc.encode('utf-8')), np.uint16(ROW_SEP))
+    elif split.kind == 'rows':
+        carry = ''
+        for t in _texts(split):
+            t = carry + t
+            k = t.rfind('\n') + 1
+            carry, t = t[k:], t[:k]
+            yield _byte_rows(t.split('\n')[:-1])
+        yield _byte_rows([carry])
+    else:
+        for piece in split.pieces():
+            yield _u16(piece if isinstance(piece, bytes) else piece.encode('utf-8'))
+
+
+def _byte_rows(lines):
+    # rows as the HuggingFace WikiText rows: a line with its '\n'; ROW_SEP after each nonempty one
+    rows = [(line + '\n').encode('utf-8') for line in lines if line.strip()]
+    ends = np.cumsum([len(r) for r in rows], dtype=np.int64)
+    return np.insert(_u16(b''.join(rows)), ends, ROW_SEP).astype(np.uint16)
+
+
+def _char_ids(text, codes):
+    cps = np.frombuffer(text.encode('utf-32-le', 'surrogatepass'), dtype=np.uint32)
+    ids = np.searchsorted(codes, cps)  # itos is sorted: the position is the id
+    if (codes[np.minimum(ids, len(codes) - 1)] != cps).any():
+        raise DataError('a character is missing from the char vocabulary')
+    return ids.astype(np.uint16)
+
+
+def _cut(buf, at):
+    """A position <= at where GPT-2's pre-tokenizer always has a boundary: an ASCII printable
+    character followed by a space or newline (no pattern crosses it, none looks behind)."""
+    i = at
+    while True:
+        j = max(buf.rfind(' ', 0, i), buf.rfind('\n', 0, i))
+        if j <= 0:
+            return None
+        if '!' <= buf[j - 1] <= '~':
+            return j
+        i = j
+
+
+def _bpe_chunks(texts, size=1 << 20):
+    """Re-chunk a text stream at safe boundaries, so that encoding chunk by chunk (in parallel)
+    gives exactly the tokens of encoding the whole text."""
+    buf = ''
+    for t in texts:
+        buf += t
+        while len(buf) >= 2 * size:
+            j = _cut(buf, size)
+            if j is None:
+                break
+            yield buf[:j]
+            buf = buf[j:]
+    if buf:
+        yield buf
+
+
+def _encode_gpt2(split, enc, batch=16):
+    threads = os.cpu_count() or 1
+    if split.kind == 'docs':
+        docs = []
+        for doc in itertools.chain(split.pieces(), [None]):
+            if doc is not None:
+                docs.append(doc)
+            if docs and (doc is None or len(docs) == 1024):
+                for ids in enc.encode_ordinary_batch(docs, num_threads=threads):
+                    yield np.array(ids + [enc.eot_token], dtype=np.uint16)
+                docs = []
+        return
+    chunks = []
+    for chunk in itertools.chain(_bpe_chunks(_texts(split)), [None]):
+        if chunk is not None:
+            chunks.append(chunk)
+        if chunks and (chunk is None or len(chunks) == batch):
+            if split.special:
+                out = enc.encode_batch(chunks, num_threads=threads, allowed_special={'<|endoftext|>'})
+            else:
+                out = enc.encode_ordinary_batch(chunks, num_threads=threads)
+            for ids in out:
+                yield np.array(ids, dtype=np.uint16)
+            chunks = []
+
+
+# -----------------------------------------------------------------------------
+# prepare
+
+def dataset_dirname(name, tokenizer=None, vocab=None):
+    """data/<this>: NAME with the source's default tokenizer (and always for a custom NAME),
+    else NAME_<tokenizer>, NAME_gpt2_<vocab> with --vocab."""
+    if name not in SOURCES:
+        return name
+    default = SOURCES[name][0]
+    tokenizer = tokenizer or default
+    if tokenizer == default and vocab is None:
+        return name
+    return f'{name}_{tokenizer}' + (f'_{vocab}' if vocab is not None else '')
+
+
+def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=None, vocab=None,
+            n_train=100_000, n_val=6_000, shards=1, val_frac=0.1, quiet=False):
+    """Write out_dir/<dataset_dirname(...)>/{train,val[,test]}.bin + meta.json; return the folder."""
+    if name not in SOURCES and input is None:
+        raise DataError(f'unknown dataset {name!r}: one of {", ".join(SOURCES)}, or any name with '
+                        f'--input FILE (a local text file)')
+    if not re.fullmatch(r'[A-Za-z0-9_.-]+', name) or name.startswith('.'):
+        raise DataError(f'dataset name {name!r} must be a plain folder name (letters, digits, _ . -)')
+    default = SOURCES[name][0] if name in SOURCES else 'char'
+    tokenizer = tokenizer or default
+    if tokenizer not in TOKENIZERS:
+        raise DataError(f'unknown tokenizer {tokenizer!r}: one of {", ".join(TOKENIZERS)}')
+    if vocab is not None and tokenizer != 'gpt2':
+        raise DataError('--vocab restricts the gpt2 tokenizer; use it with --tokenizer gpt2')
+    if name == 'synthetic' and input is not None:
+        raise DataError('synthetic is generated offline; --input does not apply to it')
+    if not 0 < val_frac < 1:
+        raise DataError(f'--val_frac must be between 0 and 1, got {val_frac}')
+    if tokenizer == 'gpt2':  # load the BPE before any download: fail early offline
+        if vocab == gpt2_encoding().n_vocab:
+            vocab = None
+        enc = gpt2_encoding(vocab)
+    dest = os.path.join(out_dir, dataset_dirname(name, tokenizer, vocab))
+    meta = {'name': name, 'tokenizer': tokenizer}
+
+    if name == 'synthetic':
+        if n_train < 1 or n_val < 1:
+            raise DataError('--n_train and --n_val must be positive')
+        examples = synthetic_split(seed, n_train, n_val)
+        splits = {s: Split(lambda ex=ex: [''.join(p + a + '\n' for _, p, a in ex)]) for s, ex in examples.items()}
+        meta.update(source='synthetic skill battery (prepare_data.synthetic_split)', tasks=list(TASKS),
+                    seed=seed, val_seed=seed + VAL_SEED_OFFSET, n_train=n_train, n_val=n_val,
+                    split='train: seed; val: seed + VAL_SEED_OFFSET, minus examples in train')
+    else:
+        readers = {'wikitext103': _wikitext_splits, 'enwik8': _enwik8_splits,
+                   'tinystories': _tinystories_splits, 'fineweb_edu': _fineweb_splits}
+        if input is not None:
+            if not os.path.exists(input):
+                raise DataError(f'--input {input}: no such file or folder')
+            paths, meta['source'] = [input], os.path.abspath(input)
+        else:
+            _, base, files = SOURCES[name]
+            if name == 'fineweb_edu':
+                _need_pyarrow()
+                if shards < 1:
+                    raise DataError('--shards must be at least 1')
+                files = [f'shard_{i:05d}.parquet' for i in [*range(shards), FINEWEB_VAL_SHARD]]
+            base = url or os.environ.get('PREPARE_DATA_URL') or base
+            urls = _file_urls(base, files)
+            paths = [download(u, os.path.join(out_dir, 'downloads', f), SHA256.get(f), SIZES.get(f),
+                              name=name, quiet=quiet) for u, f in zip(urls, files)]
+            meta['source'] = urls if len(urls) > 1 else urls[0]
+        splits, meta['split'] = readers.get(name, _text_splits)(paths, val_frac)
+
+    if tokenizer == 'gpt2':
+        meta['vocab_size'] = enc.n_vocab
+        meta['eot_id'] = enc.eot_token
+        if vocab is not None:
+            meta['bpe_vocab'] = vocab
+
+        def encode(split):
+            return _encode_gpt2(split, enc)
+    elif tokenizer == 'byte':
+        meta['vocab_size'] = 257
+        meta['row_separator'] = ROW_SEP
+
+        def encode(split):
+            return _encode_byte(split)
+    else:
+        if name == 'synthetic':
+            itos = SYNTH_CHARS
+        else:
+            chars = set()
+            for split in splits.values():
+                for t in _texts(split):
+                    chars.update(t)
+            itos = sorted(chars)
+        if len(itos) >= 65536:
+            raise DataError(f'the text has {len(itos)} distinct characters, too many for uint16 ids')
+        codes = np.array([ord(c) for c in itos], dtype=np.uint32)
+        meta.update(vocab_size=len(itos), itos=itos, stoi={c: i for i, c in enumerate(itos)})
+
+        def encode(split):
+            for t in _texts(split):
+                yield _char_ids(t, codes)
+    if name == 'synthetic':
+        meta['mask_id'] = meta['vocab_size']
+        if tokenizer == 'char':
+            meta['mask_token'] = SYNTH_MASK_TOKEN
+
+    os.makedirs(dest, exist_ok=True)
+    if os.path.exists(os.path.join(dest, 'meta.json')):
+        os.remove(os.path.join(dest, 'meta.json'))  # the folder is incomplete until meta.json is back
+    for s in ('train', 'val', 'test'):
+        path = os.path.join(dest, f'{s}.bin')
+        if s not in splits:
+            if os.path.exists(path):
+                os.remove(path)
+            continue
+        tmp = f'{path}.tmp{os.getpid()}'
+        n = 0
+        try:
+            with open(tmp, 'wb') as f, tqdm(desc=f'{os.path.basename(dest)}/{s}.bin', unit='tok',
+                                            unit_scale=True, disable=quiet) as bar:
+                for ids in encode(splits[s]):
+                    ids.tofile(f)
+                    n += len(ids)
+                    bar.update(len(ids))
+            if n < 2:
+                raise DataError(f'the {s} split has {n} tokens; the input is too small to split')
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        meta[f'{s}_tokens'] = n
+    tmp = os.path.join(dest, f'meta.json.tmp{os.getpid()}')
+    with open(tmp, 'w') as f:
+        json.dump(meta, f, indent=1, ensure_ascii=False)
+    os.replace(tmp, os.path.join(dest, 'meta.json'))
+    if not quiet:
+        counts = ', '.join(f'{s} {meta[s + "_tokens"]:,}' for s in ('train', 'val', 'test') if s + '_tokens' in meta)
+        print(f'wrote {dest}: {tokenizer} tokenizer, vocab_size {meta["vocab_size"]}, tokens: {counts}')
+    return dest
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description='Prepare a dataset: data/<name>/{train,val}.bin + meta.json '
+                                            '(see the docstring of prepare_data.py).')
+    p.add_argument('name', help=f'{", ".join(SOURCES)}, or any name with --input FILE')
+    p.add_argument('--tokenizer', choices=TOKENIZERS, help='default: the source\'s (char for --input)')
+    p.add_argument('--input', help='a local file (or the downloaded archive/folder) instead of downloading')
+    p.add_argument('--out_dir', default='data')
+    p.add_argument('--seed', type=int, default=1337, help='synthetic: the train seed')
+    p.add_argument('--url', help='base URL to download from (or env PREPARE_DATA_URL)')
+    p.add_argument('--vocab', type=int, help='gpt2: restrict to the first N-1 merge ranks + <|endoftext|>')
+    p.add_argument('--n_train', type=int, default=100_000, help='synthetic: train examples')
+    p.add_argument('--n_val', type=int, default=6_000, help='synthetic: val examples')
+    p.add_argument('--shards', type=int, default=1, help='fineweb_edu: train shards to download')
+    p.add_argument('--val_frac', type=float, default=0.1, help='val fraction when splitting one text file')
+    args = p.parse_args(argv)
+    try:
+        prepare(**vars(args))
+    except (DataError, OSError) as e:
+        print(f'error: {e}', file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print('error: interrupted (a partial download stays as .part and resumes next time)', file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == '__main__':
+    main()
