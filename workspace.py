@@ -1,0 +1,268 @@
+"""
+Causal Latent Workspaces for Looped Transformers (../shared/papers/workspace.txt), with the
+looped controls of its six-row comparison. The plain 4-block Transformer row is baselines.GPT.
+
+One shared pre-norm causal Transformer block T is applied R = 4 times. Before each application,
+round r fuses the current state with the unchanged input anchor e and adds a read from a causal
+workspace of S slots, each an m-vector summary of the prefix 1..i:
+
+    e   = E(x) + p                          h^0 = e
+    u   = h + A2 GELU(A1 LN_a([h; e]) + a1) + a2          anchor fusion (Equation 2)
+    z   = LN_w(u);  g = sigmoid(W_g z + b_g) (S);  v = tanh(W_v z + b_v) (S x m)
+    N_i = sum_{j<=i} g_j v_j,  D_i = sum_{j<=i} g_j,  M_i = N_i / sqrt(D_i)   (cumulative sums)
+    alpha_i = softmax_s(k_s . (W_q z_i + b_q) / sqrt(m));  c_i = W_o sum_s alpha_is M_is + b_o
+    h^{r+1} = T(u + gamma c)
+    logits  = W_LM LN(h^R)                  (untied, bias-free head)
+
+variant: 'workspace' (the paper's model) | 'shared_loop' (h^{r+1} = T(h^r)) | 'adaptive_exit'
+(shared loop, softmax router on e mixes the R exits) | 'anchored' (fusion, no workspace) |
+'conditioned_dense' (anchored + zero-initialised per-round scale/shift and earlier-exit readout).
+retention=True: M^r = rho_r M^{r-1} + (1 - rho_r) M~^r, rho_r = sigmoid(l_r), l_r = log(.2/.8).
+
+Where the paper was vague (its displayed equations, Appendix A block and Appendix B dimensions
+were lost in extraction; ARCHITECTURE 8.4 reconstructs the equations from the prose, and this
+file follows that reconstruction, which matches the prose):
+- Block T (Appendix A lost): nanoGPT's pre-norm block, LayerNorm with bias, biased q/k/v/out
+  projections, GELU MLP of width d_ff with biases. Of the block layouts tried, only this one
+  lets all parameter counts (Section 6: 101.71M, the 6,058 gap) come out at a natural slot width.
+- Dimensions (Appendix B lost), solved from the counts: medium m = 128 (= head width 2560/20),
+  d_ff 9994 (workspace), 10382 (anchored), 10376 (conditioned-dense), 9890 (shared loop), 9888
+  (adaptive exit), 5071 (plain, 1536 wide): each d_ff is the integer closest to the budget. With
+  them the largest gap to the workspace model is exactly the paper's 6,058 (plain) -- provided
+  the workspace model also holds the R-1 = 3 retention logits l_1..l_3, so both update rules
+  have one parameter count ("nominal parameter count", Section 6). Here they are always
+  registered and frozen (requires_grad=False) unless retention=True. Small (no width is given):
+  plain 128 (4 heads), shared loop / adaptive exit 256 (8 heads), anchored / workspace 224
+  (7 heads), all head width 32, m = 32 (the head width, as at medium), the d_ff closest to a
+  918K budget; the largest gap is 202 (<= the paper's 474, which these widths do not reproduce).
+- Retention rho_r exists for rounds r >= 1 (round 0 has no preceding summary).
+- Square-root normalisation guard: D is clamped at 1e-12 (D = 0 only if every gate underflows,
+  and then N = 0 too, so M = 0). Sums run in float32 even under bf16 autocast.
+- W_g, W_v and W_q read the same z, so they are one fused Linear (rows S | S*m | m); the count and
+  the computation are those of three separate projections.
+- Adaptive exit: an exit is the prediction LN -> W_LM of the state after a pass (one shared head);
+  the mixture is of the exits' next-symbol distributions, log sum_r pi_r softmax(o^r), which is
+  returned as the logits (softmax of it is the mixture).
+- Conditioned-dense: before the block, x = u * (1 + s_r) + b_r (s_r, b_r in R^d per round);
+  readout h^R + sum_{r<R} lambda_r * h^r (lambda_r in R^d, element-wise, for the R-1 earlier
+  exits). All zero-initialised, so it starts as exactly the anchored loop.
+- Initialisation: GPT-2's normal(0, 0.02) for linear and embedding weights, zero biases, residual
+  output projections (attention, MLP, A2, W_o) at 0.02 / sqrt(2 R); keys k_s ~ N(0, 1/m).
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+VARIANTS = ('workspace', 'shared_loop', 'adaptive_exit', 'anchored', 'conditioned_dense')
+
+
+@dataclass
+class WorkspaceConfig:
+    block_size: int = 512          # L
+    vocab_size: int = 257          # 256 bytes + the WikiText row separator
+    n_embd: int = 224              # d
+    n_head: int = 7
+    d_ff: int = 643                # feed-forward width f of the shared block
+    n_rounds: int = 4              # R
+    n_slots: int = 4               # S
+    slot_dim: int = 32             # m
+    variant: str = 'workspace'
+    retention: bool = False        # Equation 5 instead of recomputing M every round
+    rho_init: float = 0.2          # retention: l_r = log(rho_init / (1 - rho_init))
+    gamma_init: float = 0.5
+
+    def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {'|'.join(VARIANTS)}, got {self.variant!r}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be a multiple of n_head ({self.n_head})")
+        if self.retention and self.variant != 'workspace':
+            raise ValueError("retention applies to variant='workspace' only")
+
+
+# ----------------------------------------------------------------------------- the shared block
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                   for t in self.c_attn(x).split(C, dim=2))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class Block(nn.Module):
+    """T_theta: one pre-norm causal Transformer block."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.n_embd)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd)
+        self.c_fc = nn.Linear(cfg.n_embd, cfg.d_ff)
+        self.c_proj = nn.Linear(cfg.d_ff, cfg.n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+
+# ----------------------------------------------------------------------------- anchor and workspace
+class AnchorFusion(nn.Module):
+    """Equation 2: u = h + A2 GELU(A1 LN_a([h; e]) + a1) + a2."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.ln_a = nn.LayerNorm(2 * d)
+        self.A1 = nn.Linear(2 * d, d)
+        self.A2 = nn.Linear(d, d)
+
+    def forward(self, h, e):
+        return h + self.A2(F.gelu(self.A1(self.ln_a(torch.cat([h, e], dim=-1)))))
+
+
+def prefix_summaries(g, v, eps=1e-12):
+    """M~_is = N_is / sqrt(D_is) with N, D the causal cumulative sums of g v and g over j <= i.
+    g: (B, L, S) gates, v: (B, L, S, m) values -> (B, L, S, m), all positions at once."""
+    B, L, S, m = v.shape
+    gv = (g.unsqueeze(-1) * v).float().view(B, L, S * m)
+    ND = torch.cat([gv, g.float()], dim=-1).cumsum(dim=1)  # one scan for N and D
+    N, D = ND[..., :S * m].view(B, L, S, m), ND[..., S * m:]
+    return N * D.clamp_min(eps).rsqrt().unsqueeze(-1)
+
+
+class SlotWorkspace(nn.Module):
+    """Equations 3-8: gated causal slot writes, prefix summaries, learned-key slot reads."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, self.S, self.m = cfg.n_embd, cfg.n_slots, cfg.slot_dim
+        self.ln_w = nn.LayerNorm(d)
+        self.W_gvq = nn.Linear(d, self.S + self.S * self.m + self.m)  # [W_g; W_v; W_q] and biases
+        self.keys = nn.Parameter(torch.randn(self.S, self.m) / math.sqrt(self.m))
+        self.W_o = nn.Linear(self.m, d)
+        self.gamma = nn.Parameter(torch.tensor(cfg.gamma_init))
+
+    def writes(self, u):
+        """Gates g (B, L, S) in (0, 1), values v (B, L, S, m) in (-1, 1), queries q (B, L, m)."""
+        B, L, _ = u.shape
+        g, v, q = self.W_gvq(self.ln_w(u)).split([self.S, self.S * self.m, self.m], dim=-1)
+        return torch.sigmoid(g), torch.tanh(v).view(B, L, self.S, self.m), q
+
+    def read_weights(self, q):
+        """alpha (B, L, S): softmax over slots of k_s . q / sqrt(m)."""
+        return torch.softmax(q @ self.keys.t() / math.sqrt(self.m), dim=-1)
+
+    def forward(self, u, M_prev=None, rho=None):
+        """gamma c (B, L, d) and this round's summaries M (B, L, S, m)."""
+        g, v, q = self.writes(u)
+        M = prefix_summaries(g, v)
+        if M_prev is not None:  # retention (Equation 5): blend at the same prefix position
+            M = rho * M_prev + (1 - rho) * M
+        alpha = self.read_weights(q)
+        read = (alpha.unsqueeze(-1).to(M.dtype) * M).sum(dim=2)  # (B, L, m)
+        self.last_gate = g.detach().mean()
+        return self.gamma * self.W_o(read.to(u.dtype)), M
+
+
+# ----------------------------------------------------------------------------- the model
+class Workspace(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        cfg = self.config = config
+        d, R = cfg.n_embd, cfg.n_rounds
+        self.wte = nn.Embedding(cfg.vocab_size, d)
+        self.wpe = nn.Embedding(cfg.block_size, d)
+        anchored = cfg.variant in ('anchored', 'conditioned_dense', 'workspace')
+        self.fusion = AnchorFusion(d) if anchored else None
+        self.workspace = SlotWorkspace(cfg) if cfg.variant == 'workspace' else None
+        self.block = Block(cfg)
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # residual outputs, R applications (GPT-2 scaling)
+            if name.endswith(('c_proj.weight', 'A2.weight', 'W_o.weight')):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * R))
+        if cfg.variant == 'workspace':
+            # l_1..l_{R-1}; frozen (and unused) when the main model recomputes every round
+            l0 = math.log(cfg.rho_init / (1 - cfg.rho_init))
+            self.retain_logit = nn.Parameter(torch.full((R - 1,), l0), requires_grad=cfg.retention)
+        if cfg.variant == 'adaptive_exit':
+            self.router = nn.Linear(d, R)
+            nn.init.zeros_(self.router.weight)  # uniform mixture at init
+            nn.init.zeros_(self.router.bias)
+        if cfg.variant == 'conditioned_dense':
+            self.cond_scale = nn.Parameter(torch.zeros(R, d))
+            self.cond_shift = nn.Parameter(torch.zeros(R, d))
+            self.readout = nn.Parameter(torch.zeros(R - 1, d))
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_params(self):
+        return sum(p.numel() for p in self.parameters())
+
+    def flops_per_token(self, seq_len):
+        cfg, d, R = self.config, self.config.n_embd, self.config.n_rounds
+        per_round = sum(m.weight.numel() for m in self.block.modules() if isinstance(m, nn.Linear))
+        if self.fusion is not None:
+            per_round += self.fusion.A1.weight.numel() + self.fusion.A2.weight.numel()
+        if self.workspace is not None:  # projections + key scores + slot read
+            per_round += self.workspace.W_gvq.weight.numel() + self.workspace.W_o.weight.numel()
+            per_round += 2 * cfg.n_slots * cfg.slot_dim
+        heads = R if cfg.variant == 'adaptive_exit' else 1  # every exit is computed
+        matmul = R * per_round + heads * d * cfg.vocab_size + (d * R if cfg.variant == 'adaptive_exit' else 0)
+        return 6 * matmul + R * 12 * d * seq_len
+
+    def train_stats(self):
+        stats = {}
+        if self.workspace is not None:
+            stats['gamma'] = self.workspace.gamma.item()
+            if hasattr(self.workspace, 'last_gate'):
+                stats['write_gate'] = self.workspace.last_gate.item()
+            if self.config.retention:
+                stats.update({f'rho{r + 1}': p for r, p in enumerate(torch.sigmoid(self.retain_logit).tolist())})
+        return stats
+
+    def forward(self, idx, targets=None):
+        cfg = self.config
+        B, T = idx.shape
+        if T > cfg.block_size:
+            raise ValueError(f"sequence of length {T} is longer than block_size {cfg.block_size} (learned positions)")
+        e = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        h, M, exits = e, None, []
+        for r in range(cfg.n_rounds):
+            x = h if self.fusion is None else self.fusion(h, e)
+            if self.workspace is not None:
+                rho = torch.sigmoid(self.retain_logit[r - 1]) if cfg.retention and r > 0 else None
+                c, M = self.workspace(x, M if rho is not None else None, rho)
+                x = x + c
+            if cfg.variant == 'conditioned_dense':
+                x = x * (1 + self.cond_scale[r]) + self.cond_shift[r]
+            h = self.block(x)
+            exits.append(h)
+        if cfg.variant == 'adaptive_exit':
+            log_pi = F.log_softmax(self.router(e).float(), dim=-1)                           # (B, T, R)
+            log_p = torch.stack([F.log_softmax(self.lm_head(self.ln_f(x)).float(), dim=-1) for x in exits], -1)
+            logits = torch.logsumexp(log_p + log_pi.unsqueeze(2), dim=-1)                     # log mixture
+        else:
+            if cfg.variant == 'conditioned_dense':
+                h = h + sum(self.readout[r] * exits[r] for r in range(cfg.n_rounds - 1))
+            logits = self.lm_head(self.ln_f(h))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss
