@@ -99,7 +99,7 @@ SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/da
 SOURCES = {
     'shakespeare_char': ('char', SHAKESPEARE_URL, ['input.txt']),
     'shakespeare': ('gpt2', SHAKESPEARE_URL, ['input.txt']),
-    # the original S3 bucket is gone; this is the mirror HuggingFace's wikitext script moved to
+    # the original S3 bucket (research.metamind.io) is gone; this is Stephen Merity's own mirror
     'wikitext103': ('gpt2', 'https://wikitext.smerity.com', ['wikitext-103-raw-v1.zip']),
     'enwik8': ('byte', 'http://mattmahoney.net/dc', ['enwik8.zip']),
     'tinystories': ('gpt2', 'https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main',
@@ -109,8 +109,9 @@ SOURCES = {
     'synthetic': ('char', None, []),
 }
 FINEWEB_VAL_SHARD = 1822  # the last shard, nanochat's validation shard
-# published checksums: tiny shakespeare's is the one TensorFlow Datasets pins for char-rnn's
-# input.txt; WikiText-103's is the one in HuggingFace datasets' dataset_infos for this zip.
+# checksums: char-rnn publishes none for tiny shakespeare's input.txt; this is the sha256 that
+# projects pinning the file (TensorFlow Datasets among them) agree on. WikiText-103's is the one
+# HuggingFace datasets recorded for this zip.
 SHA256 = {
     'input.txt': '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed',
     'wikitext-103-raw-v1.zip': '91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794',
@@ -328,12 +329,17 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
     have = os.path.getsize(part) if os.path.exists(part) else 0
     offline = f'Without network, prepare from a local copy: python prepare_data.py {name} --input FILE'
     try:
-        with requests.get(url, stream=True, timeout=(15, 60),
-                          headers={'Range': f'bytes={have}-'} if have else {}) as r:
+        # identity encoding: byte ranges and Content-Length then count the file's own bytes
+        headers = {'Accept-Encoding': 'identity', **({'Range': f'bytes={have}-'} if have else {})}
+        with requests.get(url, stream=True, timeout=(15, 60), headers=headers) as r:
             if not (have and r.status_code == 416):  # 416: the .part already holds the whole file
                 r.raise_for_status()
                 if have and r.status_code != 206:
                     have = 0  # the server ignored the Range header: start over
+                elif have and not r.headers.get('Content-Range', '').startswith(f'bytes {have}-'):
+                    os.remove(part)
+                    raise DataError(f'{url} resumed at the wrong offset; the partial file was deleted, '
+                                    f'run again')
                 sha256 = sha256 or _published_sha256(r)
                 length = r.headers.get('Content-Length')
                 total = have + int(length) if length and length.isdigit() else size
@@ -347,8 +353,8 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
                     raise DataError(f'download of {url} stopped at {os.path.getsize(part)} of {total} bytes; '
                                     f'run the same command again to resume. {offline}')
     except requests.RequestException as e:
-        raise DataError(f'download of {url} failed ({_reason(e)}); the same command resumes it. '
-                        f'{offline}') from None
+        raise DataError(f'download of {url} failed ({_reason(e)}). {offline} '
+                        f'(rerunning resumes a partial download)') from None
     got = os.path.getsize(part)
     if size is not None and got != size:
         os.remove(part)
@@ -563,16 +569,16 @@ def _encode_byte(split):
             t = carry + t
             k = t.rfind('\n') + 1
             carry, t = t[k:], t[:k]
-            yield _byte_rows(t.split('\n')[:-1])
-        yield _byte_rows([carry])
+            yield _byte_rows([line + '\n' for line in t.split('\n')[:-1]])
+        yield _byte_rows([carry])  # a last row without its newline
     else:
         for piece in split.pieces():
             yield _u16(piece if isinstance(piece, bytes) else piece.encode('utf-8'))
 
 
 def _byte_rows(lines):
-    # rows as the HuggingFace WikiText rows: a line with its '\n'; ROW_SEP after each nonempty one
-    rows = [(line + '\n').encode('utf-8') for line in lines if line.strip()]
+    # rows as the HuggingFace WikiText rows (a line with its '\n'); ROW_SEP after each nonempty one
+    rows = [line.encode('utf-8') for line in lines if line.strip()]
     ends = np.cumsum([len(r) for r in rows], dtype=np.int64)
     return np.insert(_u16(b''.join(rows)), ends, ROW_SEP).astype(np.uint16)
 
@@ -614,30 +620,26 @@ def _bpe_chunks(texts, size=1 << 20):
         yield buf
 
 
-def _encode_gpt2(split, enc, batch=16):
+def _batched(items, n):
+    items = iter(items)
+    while batch := list(itertools.islice(items, n)):
+        yield batch
+
+
+def _encode_gpt2(split, enc):
     threads = os.cpu_count() or 1
-    if split.kind == 'docs':
-        docs = []
-        for doc in itertools.chain(split.pieces(), [None]):
-            if doc is not None:
-                docs.append(doc)
-            if docs and (doc is None or len(docs) == 1024):
-                for ids in enc.encode_ordinary_batch(docs, num_threads=threads):
-                    yield np.array(ids + [enc.eot_token], dtype=np.uint16)
-                docs = []
+    if split.kind == 'docs':  # nanoGPT's convention: <|endoftext|> after each document
+        for docs in _batched(split.pieces(), 1024):
+            for ids in enc.encode_ordinary_batch(docs, num_threads=threads):
+                yield np.array(ids + [enc.eot_token], dtype=np.uint16)
         return
-    chunks = []
-    for chunk in itertools.chain(_bpe_chunks(_texts(split)), [None]):
-        if chunk is not None:
-            chunks.append(chunk)
-        if chunks and (chunk is None or len(chunks) == batch):
-            if split.special:
-                out = enc.encode_batch(chunks, num_threads=threads, allowed_special={'<|endoftext|>'})
-            else:
-                out = enc.encode_ordinary_batch(chunks, num_threads=threads)
-            for ids in out:
-                yield np.array(ids, dtype=np.uint16)
-            chunks = []
+    for chunks in _batched(_bpe_chunks(_texts(split)), 4 * threads):
+        if split.special:
+            out = enc.encode_batch(chunks, num_threads=threads, allowed_special={'<|endoftext|>'})
+        else:
+            out = enc.encode_ordinary_batch(chunks, num_threads=threads)
+        for ids in out:
+            yield np.array(ids, dtype=np.uint16)
 
 
 # -----------------------------------------------------------------------------
@@ -673,12 +675,13 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
         raise DataError('synthetic is generated offline; --input does not apply to it')
     if not 0 < val_frac < 1:
         raise DataError(f'--val_frac must be between 0 and 1, got {val_frac}')
+    enc = None
     if tokenizer == 'gpt2':  # load the BPE before any download: fail early offline
         if vocab == gpt2_encoding().n_vocab:
             vocab = None
         enc = gpt2_encoding(vocab)
     dest = os.path.join(out_dir, dataset_dirname(name, tokenizer, vocab))
-    meta = {'name': name, 'tokenizer': tokenizer}
+    meta = {'name': name, 'tokenizer': tokenizer, **({'bpe_vocab': vocab} if vocab is not None else {})}
 
     if name == 'synthetic':
         if n_train < 1 or n_val < 1:
@@ -709,45 +712,42 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
             meta['source'] = urls if len(urls) > 1 else urls[0]
         splits, meta['split'] = readers.get(name, _text_splits)(paths, val_frac)
 
+    encode = _encoder(tokenizer, enc, splits, meta)
+    _write(dest, splits, encode, meta, quiet)
+    return dest
+
+
+def _encoder(tokenizer, enc, splits, meta):
+    """split -> iterator of uint16 arrays, and the tokenizer's entries in meta."""
     if tokenizer == 'gpt2':
-        meta['vocab_size'] = enc.n_vocab
-        meta['eot_id'] = enc.eot_token
-        if vocab is not None:
-            meta['bpe_vocab'] = vocab
-
-        def encode(split):
-            return _encode_gpt2(split, enc)
+        meta.update(vocab_size=enc.n_vocab, eot_id=enc.eot_token)
+        encode = lambda split: _encode_gpt2(split, enc)
     elif tokenizer == 'byte':
-        meta['vocab_size'] = 257
-        meta['row_separator'] = ROW_SEP
-
-        def encode(split):
-            return _encode_byte(split)
+        meta.update(vocab_size=257, row_separator=ROW_SEP)
+        encode = _encode_byte
     else:
-        if name == 'synthetic':
+        if meta['name'] == 'synthetic':
             itos = SYNTH_CHARS
         else:
-            chars = set()
-            for split in splits.values():
-                for t in _texts(split):
-                    chars.update(t)
-            itos = sorted(chars)
+            itos = sorted(set().union(*(set(t) for split in splits.values() for t in _texts(split))))
         if len(itos) >= 65536:
             raise DataError(f'the text has {len(itos)} distinct characters, too many for uint16 ids')
         codes = np.array([ord(c) for c in itos], dtype=np.uint32)
         meta.update(vocab_size=len(itos), itos=itos, stoi={c: i for i, c in enumerate(itos)})
-
-        def encode(split):
-            for t in _texts(split):
-                yield _char_ids(t, codes)
-    if name == 'synthetic':
+        encode = lambda split: (_char_ids(t, codes) for t in _texts(split))
+    if meta['name'] == 'synthetic':
         meta['mask_id'] = meta['vocab_size']
         if tokenizer == 'char':
             meta['mask_token'] = SYNTH_MASK_TOKEN
+    return encode
 
+
+def _write(dest, splits, encode, meta, quiet):
+    """The .bin files through temporary names, then meta.json last: a folder with a meta.json
+    is complete."""
     os.makedirs(dest, exist_ok=True)
     if os.path.exists(os.path.join(dest, 'meta.json')):
-        os.remove(os.path.join(dest, 'meta.json'))  # the folder is incomplete until meta.json is back
+        os.remove(os.path.join(dest, 'meta.json'))
     for s in ('train', 'val', 'test'):
         path = os.path.join(dest, f'{s}.bin')
         if s not in splits:
@@ -776,8 +776,7 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
     os.replace(tmp, os.path.join(dest, 'meta.json'))
     if not quiet:
         counts = ', '.join(f'{s} {meta[s + "_tokens"]:,}' for s in ('train', 'val', 'test') if s + '_tokens' in meta)
-        print(f'wrote {dest}: {tokenizer} tokenizer, vocab_size {meta["vocab_size"]}, tokens: {counts}')
-    return dest
+        print(f'wrote {dest}: {meta["tokenizer"]} tokenizer, vocab_size {meta["vocab_size"]}, tokens: {counts}')
 
 
 def main(argv=None):

@@ -1,0 +1,480 @@
+"""prepare_data.py: local files, downloads through a local HTTP server, the three tokenizers
+(gpt2 through a small local tiktoken Encoding), and the synthetic battery. Never downloads."""
+import hashlib
+import io
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+import requests
+import tiktoken
+from tiktoken_ext.openai_public import r50k_pat_str
+
+import prepare_data as P
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
+        "  indented   line  with   spaces \n\n\nthe end and the thing, 1234 + 56 = 1290; caf\u00e9 \u00fcber \u2014 ok?\n") * 40
+
+
+def cli(*args, check=False):
+    env = {**os.environ, 'NO_PROXY': '127.0.0.1,localhost'}
+    env.pop('PREPARE_DATA_URL', None)
+    return subprocess.run([sys.executable, os.path.join(ROOT, 'prepare_data.py'), *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def load(d):
+    meta = json.load(open(os.path.join(d, 'meta.json')))
+    bins = {s: np.fromfile(os.path.join(d, f'{s}.bin'), dtype=np.uint16)
+            for s in ('train', 'val', 'test') if os.path.exists(os.path.join(d, f'{s}.bin'))}
+    for s, ids in bins.items():
+        assert meta[f'{s}_tokens'] == len(ids)
+        assert ids.max() < meta['vocab_size'] or (meta.get('mask_id') is not None and ids.max() < meta['mask_id'])
+    return meta, bins
+
+
+def assert_clean_error(p, *words):
+    assert p.returncode == 2, p.stderr
+    assert 'Traceback' not in p.stderr, p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert line.startswith('error: '), p.stderr
+    for w in words:
+        assert w in line, line
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch):
+    monkeypatch.setenv('NO_PROXY', '127.0.0.1,localhost')
+    monkeypatch.delenv('PREPARE_DATA_URL', raising=False)
+
+
+# -----------------------------------------------------------------------------
+# a local HTTP server on 127.0.0.1 with Range support
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        srv = self.server
+        srv.log.append((self.path, self.headers.get('Range')))
+        body = srv.files.get(self.path.split('?')[0])
+        if body is None:
+            self.send_error(404)
+            return
+        start, rng = 0, self.headers.get('Range')
+        if rng and srv.ranges:
+            start = int(re.match(r'bytes=(\d+)-', rng).group(1))
+            if start >= len(body):
+                self.send_response(416)
+                self.send_header('Content-Range', f'bytes */{len(body)}')
+                self.send_header('Content-Length', '0')
+                self.end_headers()
+                return
+            self.send_response(206)
+            self.send_header('Content-Range', f'bytes {start}-{len(body) - 1}/{len(body)}')
+        else:
+            self.send_response(200)
+        self.send_header('Content-Length', str(len(body) - start))
+        for k, v in srv.headers_out.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body[start:])
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    srv = ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
+    srv.files, srv.log, srv.ranges, srv.headers_out = {}, [], True, {}
+    srv.url = f'http://127.0.0.1:{srv.server_address[1]}'
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+# -----------------------------------------------------------------------------
+# a small GPT-2-style BPE: GPT-2's pre-tokenizer, 256 byte tokens and a few merges
+
+def small_encoding():
+    ranks = {bytes([i]): i for i in range(256)}
+    for m in [b'th', b'he', b'the', b' t', b' the', b'in', b'ing', b' a', b'an', b'and', b' and',
+              b'er', b'ea', b'pe', b'ak', b' s', b'sp', b'eak', b' speak', b'\n\n', b'  ', b'12', b'34']:
+        ranks[m] = len(ranks)
+    return tiktoken.Encoding(name='small_gpt2', pat_str=r50k_pat_str, mergeable_ranks=ranks,
+                             special_tokens={'<|endoftext|>': len(ranks)})
+
+
+@pytest.fixture
+def small_bpe(monkeypatch):
+    enc = small_encoding()
+    monkeypatch.setattr(P, '_base_gpt2', lambda: enc)
+    return enc
+
+
+# -----------------------------------------------------------------------------
+# local files
+
+def test_local_file_char(tmp_path):
+    src = tmp_path / 'book.txt'
+    src.write_text(TEXT, encoding='utf-8')
+    d = P.prepare('mybook', input=str(src), out_dir=str(tmp_path / 'data'), quiet=True)
+    assert d == str(tmp_path / 'data' / 'mybook')
+    meta, bins = load(d)
+    assert meta['tokenizer'] == 'char' and meta['itos'] == sorted(set(TEXT))
+    assert meta['vocab_size'] == len(meta['itos']) and meta['stoi'] == {c: i for i, c in enumerate(meta['itos'])}
+    assert meta['source'] == str(src) and set(bins) == {'train', 'val'}
+    # nanoGPT's split: the first 90% of the text (the text is ASCII up to the cut's neighbourhood)
+    n_bytes = len(TEXT.encode())
+    assert len(TEXT[:len(bins['train'])].encode()) >= int(0.9 * n_bytes)
+    encode, decode = P.get_tokenizer(d)
+    assert decode(bins['train'].tolist()) + decode(bins['val'].tolist()) == TEXT
+    assert encode(TEXT[:500]) == bins['train'][:500].tolist()
+
+
+def test_char_round_trip_and_unknown_characters(tmp_path):
+    encode, decode = P.get_tokenizer({'tokenizer': 'char', 'itos': list('\n abc'), 'vocab_size': 5})
+    assert decode(encode('abc cab\n')) == 'abc cab\n'
+    with pytest.raises(ValueError, match=r"'x'.*'\\t'|'\\t'.*'x'") as e:
+        encode('abx\tcx')
+    assert 'vocabulary of 5 symbols' in str(e.value)
+
+
+def test_cli_local_file_and_clean_errors(tmp_path):
+    src = tmp_path / 'notes.txt'
+    src.write_text(TEXT, encoding='utf-8')
+    p = cli('notes', '--input', src, '--out_dir', tmp_path / 'data', '--tokenizer', 'byte')
+    assert p.returncode == 0, p.stderr
+    meta, bins = load(tmp_path / 'data' / 'notes')  # a custom NAME keeps its name with any tokenizer
+    assert meta['vocab_size'] == 257 and meta['tokenizer'] == 'byte'
+    raw = TEXT.encode()
+    assert bins['train'].tolist() + bins['val'].tolist() == list(raw)  # plain text: raw bytes, no separators
+    assert_clean_error(cli('notes', '--input', tmp_path / 'missing.txt', '--out_dir', tmp_path / 'data'),
+                       'no such file')
+    assert_clean_error(cli('nosuchdataset', '--out_dir', tmp_path / 'data'), 'unknown dataset', '--input')
+    assert_clean_error(cli('notes', '--input', src, '--vocab', '1000', '--out_dir', tmp_path / 'data'), '--vocab')
+    (tmp_path / 'latin1.txt').write_bytes('caf\u00e9 na\u00efve '.encode('latin-1') * 10)
+    assert_clean_error(cli('latin', '--input', tmp_path / 'latin1.txt', '--out_dir', tmp_path / 'data'),
+                       'not UTF-8', '--tokenizer byte')
+
+
+# -----------------------------------------------------------------------------
+# downloads through the local server
+
+def test_download_progress_checksum_and_meta(server, tmp_path, monkeypatch, capsys):
+    body = TEXT.encode()
+    server.files['/input.txt'] = body
+    monkeypatch.setitem(P.SHA256, 'input.txt', hashlib.sha256(body).hexdigest())
+    monkeypatch.setitem(P.SIZES, 'input.txt', len(body))
+    d = P.prepare('shakespeare_char', url=server.url, out_dir=str(tmp_path))
+    err = capsys.readouterr().err
+    assert 'input.txt' in err and '100%' in err  # the tqdm bar
+    assert open(tmp_path / 'downloads' / 'input.txt', 'rb').read() == body
+    assert not os.path.exists(tmp_path / 'downloads' / 'input.txt.part')
+    meta, bins = load(d)
+    assert meta['source'] == f'{server.url}/input.txt' and meta['tokenizer'] == 'char'
+    assert P.get_tokenizer(meta)[1](bins['train'].tolist() + bins['val'].tolist()) == TEXT
+    # a second run reuses the download
+    server.log.clear()
+    P.prepare('shakespeare_char', url=server.url, out_dir=str(tmp_path), quiet=True)
+    assert server.log == []
+    # the environment variable also points it at a mirror; a full file URL works for one-file sources
+    monkeypatch.setenv('PREPARE_DATA_URL', server.url)
+    assert P._file_urls(server.url + '/input.txt', ['input.txt']) == [server.url + '/input.txt']
+    os.remove(tmp_path / 'downloads' / 'input.txt')
+    P.prepare('shakespeare_char', out_dir=str(tmp_path), quiet=True)
+    assert server.log == [('/input.txt', None)]
+
+
+def test_download_resumes_with_range(server, tmp_path, capsys):
+    body = bytes(range(256)) * 40
+    server.files['/f.bin'] = body
+    dest = tmp_path / 'f.bin'
+    (tmp_path / 'f.bin.part').write_bytes(body[:3000])
+    P.download(f'{server.url}/f.bin', str(dest), sha256=hashlib.sha256(body).hexdigest(), size=len(body))
+    assert server.log == [('/f.bin', 'bytes=3000-')]
+    assert dest.read_bytes() == body and not (tmp_path / 'f.bin.part').exists()
+    assert '100%' in capsys.readouterr().err
+    # a .part that already holds the whole file (416 from the server) is finished, not refetched
+    (tmp_path / 'g.bin.part').write_bytes(body)
+    server.files['/g.bin'] = body
+    P.download(f'{server.url}/g.bin', str(tmp_path / 'g.bin'), size=len(body), quiet=True)
+    assert (tmp_path / 'g.bin').read_bytes() == body
+    # a server that ignores Range: start over instead of appending the whole file to the .part
+    server.ranges = False
+    (tmp_path / 'h.bin.part').write_bytes(body[:100])
+    server.files['/h.bin'] = body
+    P.download(f'{server.url}/h.bin', str(tmp_path / 'h.bin'), quiet=True)
+    assert (tmp_path / 'h.bin').read_bytes() == body
+
+
+def test_checksum_mismatch(server, tmp_path, monkeypatch):
+    body = b'not the file you were looking for\n' * 50
+    server.files['/input.txt'] = body
+    monkeypatch.delitem(P.SIZES, 'input.txt')  # reach the sha256 check (the size check fires first)
+    with pytest.raises(P.DataError, match='sha256 mismatch') as e:
+        P.prepare('shakespeare_char', url=server.url, out_dir=str(tmp_path), quiet=True)
+    assert P.SHA256['input.txt'] in str(e.value) and hashlib.sha256(body).hexdigest() in str(e.value)
+    assert '--input FILE' in str(e.value)
+    assert not os.listdir(tmp_path / 'downloads')  # the bad file is gone, nothing half-written remains
+    # a sha256 published by the server (HuggingFace's X-Linked-Etag) is checked too
+    server.headers_out['X-Linked-Etag'] = '"' + 'ab' * 32 + '"'
+    server.files['/x.txt'] = body
+    with pytest.raises(P.DataError, match='sha256 mismatch'):
+        P.download(f'{server.url}/x.txt', str(tmp_path / 'x.txt'), quiet=True)
+    server.headers_out['X-Linked-Etag'] = '"' + hashlib.sha256(body).hexdigest() + '"'
+    P.download(f'{server.url}/x.txt', str(tmp_path / 'x.txt'), quiet=True)
+    # through the command line: the (published) size does not match -> one clear line, exit 2
+    assert_clean_error(cli('shakespeare_char', '--url', server.url, '--out_dir', tmp_path / 'cli'),
+                       'expected 1115394', '--input FILE')
+
+
+def test_server_down_names_input(tmp_path):
+    p = cli('shakespeare_char', '--url', f'http://127.0.0.1:{closed_port()}', '--out_dir', tmp_path)
+    assert_clean_error(p, 'download of', 'failed', 'python prepare_data.py shakespeare_char --input FILE')
+    assert len(p.stderr.strip().splitlines()) == 1
+    with pytest.raises(P.DataError, match='--input FILE'):
+        P.download(f'http://127.0.0.1:{closed_port()}/x', str(tmp_path / 'x'), name='enwik8', quiet=True)
+
+
+def test_tinystories_download_cli(server, tmp_path):
+    train = b'Once upon a time there was a cat.\n<|endoftext|>\nThe end of a story.\n' * 30
+    valid = b'A short story.\n<|endoftext|>\n' * 10
+    server.files['/TinyStoriesV2-GPT4-train.txt'] = train
+    server.files['/TinyStoriesV2-GPT4-valid.txt'] = valid
+    p = cli('tinystories', '--tokenizer', 'byte', '--url', server.url, '--out_dir', tmp_path)
+    assert p.returncode == 0, p.stderr
+    meta, bins = load(tmp_path / 'tinystories_byte')  # a non-default tokenizer gets a suffix
+    assert bins['train'].tobytes() == np.frombuffer(train, np.uint8).astype(np.uint16).tobytes()  # raw bytes
+    assert bins['val'].tolist() == list(valid)
+    assert meta['source'] == [f'{server.url}/TinyStoriesV2-GPT4-train.txt', f'{server.url}/TinyStoriesV2-GPT4-valid.txt']
+
+
+# -----------------------------------------------------------------------------
+# gpt2 with a small local tiktoken Encoding
+
+def test_gpt2_local_encoding(tmp_path, small_bpe):
+    src = tmp_path / 'play.txt'
+    src.write_text(TEXT, encoding='utf-8')
+    d = P.prepare('shakespeare', input=str(src), out_dir=str(tmp_path), quiet=True)
+    assert d == str(tmp_path / 'shakespeare')
+    meta, bins = load(d)
+    assert meta['tokenizer'] == 'gpt2' and meta['vocab_size'] == small_bpe.n_vocab
+    assert meta['eot_id'] == small_bpe.eot_token and 'bpe_vocab' not in meta
+    cut = int(len(TEXT.encode()) * 0.9)
+    assert bins['train'].tolist() == small_bpe.encode_ordinary(TEXT.encode()[:cut].decode())
+    assert bins['train'].max() >= 256  # merges were used
+    encode, decode = P.get_tokenizer(meta)
+    assert decode(bins['train'].tolist() + bins['val'].tolist()) == TEXT
+    assert encode('the end<|endoftext|>')[-1] == small_bpe.eot_token
+
+
+def test_gpt2_chunked_encoding_is_exact(small_bpe):
+    # encoding in chunks (for parallel, streaming encoding) must give the tokens of the whole text
+    rng = np.random.default_rng(0)
+    pieces = ['the', ' ', '  ', '\n', '\n\n', ' \n', 'speak', '123', '4', "'s", '!', '?!', ' \u00e9', '\u2014', '\t', 'and']
+    text = ''.join(rng.choice(pieces, size=3000))
+    chunks = list(P._bpe_chunks(iter([text[i:i + 37] for i in range(0, len(text), 37)]), size=64))
+    assert len(chunks) > 10 and ''.join(chunks) == text
+    assert [t for c in chunks for t in small_bpe.encode_ordinary(c)] == small_bpe.encode_ordinary(text)
+
+
+def test_gpt2_vocab_restriction(tmp_path, small_bpe):
+    src = tmp_path / 'play.txt'
+    src.write_text(TEXT, encoding='utf-8')
+    d = P.prepare('shakespeare', input=str(src), out_dir=str(tmp_path), vocab=262, quiet=True)
+    assert os.path.basename(d) == 'shakespeare_gpt2_262'
+    meta, bins = load(d)
+    assert meta['vocab_size'] == 262 and meta['bpe_vocab'] == 262 and meta['eot_id'] == 261
+    enc = P.gpt2_encoding(262)
+    assert enc.n_vocab == 262 and enc.encode('<|endoftext|>', allowed_special='all') == [261]
+    assert bins['train'].max() < 261 and bins['train'].max() >= 256  # only the first 5 merges
+    assert P.get_tokenizer(meta)[1](bins['train'].tolist() + bins['val'].tolist()) == TEXT
+    assert len(bins['train']) > len(load(P.prepare('shakespeare', input=str(src), out_dir=str(tmp_path),
+                                                   quiet=True))[1]['train'])  # fewer merges: more tokens
+    with pytest.raises(P.DataError, match='--vocab'):
+        P.gpt2_encoding(100)
+
+
+def test_gpt2_tinystories_endoftext_and_offline_error(tmp_path, small_bpe, monkeypatch):
+    (tmp_path / 'ts').mkdir()
+    (tmp_path / 'ts' / 'TinyStoriesV2-GPT4-train.txt').write_text('the cat.\n<|endoftext|>\nthe dog.\n' * 20)
+    (tmp_path / 'ts' / 'TinyStoriesV2-GPT4-valid.txt').write_text('and then.\n<|endoftext|>\n' * 5)
+    meta, bins = load(P.prepare('tinystories', input=str(tmp_path / 'ts'), out_dir=str(tmp_path), quiet=True))
+    assert (bins['train'] == small_bpe.eot_token).sum() == 20 and (bins['val'] == small_bpe.eot_token).sum() == 5
+
+    def offline():
+        raise requests.ConnectionError("Failed to resolve 'openaipublic.blob.core.windows.net'")
+    monkeypatch.setattr(P, '_base_gpt2', offline)
+    with pytest.raises(P.DataError, match='--tokenizer byte or --tokenizer char'):
+        P.prepare('shakespeare', input=str(tmp_path / 'ts' / 'TinyStoriesV2-GPT4-valid.txt'), out_dir=str(tmp_path))
+
+
+# -----------------------------------------------------------------------------
+# byte tokenizer: WikiText rows and enwik8
+
+def test_byte_row_separators_wikitext(tmp_path):
+    rows = {'train': [' = Valkyria Chronicles III = \n', ' \n', '', 'Senj\u014d no Valkyria 3 .\n', '\n', ' Last row \n'],
+            'valid': [' = A = \n', ' \n', ' text \n'], 'test': [' x \n', ' y']}
+    z = tmp_path / 'wikitext-103-raw-v1.zip'
+    with zipfile.ZipFile(z, 'w') as f:
+        for s, r in rows.items():
+            f.writestr(f'wikitext-103-raw/wiki.{s}.raw', ''.join(r))
+    meta, bins = load(P.prepare('wikitext103', tokenizer='byte', input=str(z), out_dir=str(tmp_path), quiet=True))
+    assert meta['row_separator'] == 256 and meta['vocab_size'] == 257
+
+    def expect(rs):  # UTF-8 bytes of each nonempty row, 256 after it
+        return [t for r in rs if r.strip() for t in [*r.encode('utf-8'), 256]]
+    assert bins['train'].tolist() == expect(rows['train'])
+    assert bins['val'].tolist() == expect(rows['valid']) and bins['test'].tolist() == expect(rows['test'])
+    # decode drops the separators
+    assert P.get_tokenizer(meta)[1](bins['train'].tolist()) == ''.join(r for r in rows['train'] if r.strip())
+
+
+def test_enwik8_split_raw_bytes(tmp_path):
+    data = bytes(np.random.default_rng(0).integers(0, 256, 2000, dtype=np.uint8))  # not UTF-8
+    z = tmp_path / 'enwik8.zip'
+    with zipfile.ZipFile(z, 'w') as f:
+        f.writestr('enwik8', data)
+    d = P.prepare('enwik8', input=str(z), out_dir=str(tmp_path), quiet=True)
+    assert os.path.basename(d) == 'enwik8'  # byte is enwik8's default
+    meta, bins = load(d)
+    assert [len(bins[s]) for s in ('train', 'val', 'test')] == [1800, 100, 100]  # 90 / 5 / 5
+    assert np.concatenate([bins['train'], bins['val'], bins['test']]).tolist() == list(data)
+    # re-preparing with another tokenizer reads the same file leniently (not UTF-8 -> U+FFFD)
+    meta, bins = load(P.prepare('enwik8', tokenizer='char', input=str(z), out_dir=str(tmp_path), quiet=True))
+    assert '\ufffd' in meta['itos']
+
+
+# -----------------------------------------------------------------------------
+# the synthetic battery
+
+def check_answer(task, prompt, answer):
+    assert answer.startswith(' ') and not prompt.endswith(' ') and prompt.endswith('=')
+    words, a = prompt.split(), answer[1:]
+    assert words[0] == task
+    if task == 'recall':
+        pairs = dict(w.split('=') for w in words[1:-3])
+        assert words[-3] == '?' and len(pairs) == len(words) - 4
+        return a == pairs[words[-2]]
+    if task == 'copy':
+        return a == words[1]
+    if task == 'add':
+        x, y = words[1].split('+')
+        return int(a) == int(x) + int(y)
+    if task == 'sort':
+        return a.split() == sorted(words[1:-1])
+    if task == 'cmp':
+        x, y = int(words[1]), int(words[2])
+        return a == ('<' if x < y else '>' if x > y else '=')
+    if task == 'state':
+        return int(a) == (int(words[1]) + sum(int(w) for w in words[2:-1])) % 10
+    raise AssertionError(task)
+
+
+def test_synthetic_answers_are_right():
+    assert set(P.TASKS) == {'recall', 'copy', 'add', 'sort', 'cmp', 'state'}
+    for task in P.TASKS:
+        ex = P.synthetic_examples(task, 400, seed=3)
+        assert all(check_answer(task, p, a) for p, a in ex), task
+        assert all(set(p + a + '\n') <= set(P.SYNTH_CHARS) for p, a in ex)
+        assert ex == P.synthetic_examples(task, 400, seed=3) and ex[:50] == P.synthetic_examples(task, 50, seed=3)
+        assert ex != P.synthetic_examples(task, 400, seed=4)
+    assert P.synthetic_examples('recall', 1, 0)[0][0].startswith('recall ')
+    adds = P.synthetic_examples('add', 400, seed=3)
+    assert max(len(a) for _, a in adds) >= 5  # multi-digit sums with carries
+    with pytest.raises(ValueError, match='recall'):
+        P.synthetic_examples('nope', 1, 0)
+
+
+def test_synthetic_dataset(tmp_path):
+    d = P.prepare('synthetic', out_dir=str(tmp_path), seed=7, n_train=3000, n_val=600, quiet=True)
+    assert d == str(tmp_path / 'synthetic')
+    meta, bins = load(d)
+    assert meta['tokenizer'] == 'char' and meta['itos'] == P.SYNTH_CHARS and meta['vocab_size'] == len(P.SYNTH_CHARS)
+    assert meta['mask_id'] == meta['vocab_size'] and meta['mask_token'] == '_'
+    assert meta['tasks'] == list(P.TASKS) and (meta['seed'], meta['n_train'], meta['n_val']) == (7, 3000, 600)
+    encode, decode = P.get_tokenizer(meta)
+    lines = {s: decode(b.tolist()).split('\n')[:-1] for s, b in bins.items()}
+    assert len(lines['train']) == 3000 and len(lines['val']) == 600
+    assert not set(lines['train']) & set(lines['val'])  # disjoint
+    for s in ('train', 'val'):
+        tasks = [line.split()[0] for line in lines[s]]
+        assert {t: tasks.count(t) for t in P.TASKS} == {t: len(lines[s]) // 6 for t in P.TASKS}
+        for line in lines[s]:
+            i = line.rindex(' = ') + 2  # 'cmp 9 9 = =': the answer is ' ='
+            assert check_answer(line.split()[0], line[:i], line[i:])
+    ex = P.synthetic_split(7, 3000, 600)
+    assert [p + a for _, p, a in ex['val']] == lines['val']  # eval.py can rebuild the exact examples
+    # deterministic by seed
+    d2 = P.prepare('synthetic', out_dir=str(tmp_path / 'again'), seed=7, n_train=3000, n_val=600, quiet=True)
+    d3 = P.prepare('synthetic', out_dir=str(tmp_path / 'other'), seed=8, n_train=3000, n_val=600, quiet=True)
+    for s in ('train', 'val'):
+        assert open(f'{d}/{s}.bin', 'rb').read() == open(f'{d2}/{s}.bin', 'rb').read()
+        assert open(f'{d}/{s}.bin', 'rb').read() != open(f'{d3}/{s}.bin', 'rb').read()
+    # the MASK symbol round-trips through the char tokenizer
+    assert encode('add 1+2 = _') == encode('add 1+2 = 3')[:-1] + [meta['mask_id']]
+    assert decode(encode('add 1+2 = _')) == 'add 1+2 = _'
+
+
+def test_synthetic_fill_mode_positions(tmp_path, small_bpe):
+    char = P.get_tokenizer(json.load(open(os.path.join(
+        P.prepare('synthetic', out_dir=str(tmp_path), n_train=60, n_val=12, quiet=True), 'meta.json'))))[0]
+    ids, pos = P.encode_example('add 12+30 =', ' 42', char, mask_id=44)
+    assert ids == char('add 12+30 =') + [44, 44, 44] + char('\n') and pos == [11, 12, 13]
+    # under GPT-2's pre-tokenizer the prompt's tokens are a prefix for every task
+    gpt2 = P.get_tokenizer({'tokenizer': 'gpt2', 'vocab_size': small_bpe.n_vocab})[0]
+    for task in P.TASKS:
+        for p, a in P.synthetic_examples(task, 30, seed=1):
+            ids, pos = P.encode_example(p, a, gpt2)
+            assert gpt2(p) == ids[:pos[0]] and small_bpe.decode(ids[pos[0]:pos[-1] + 1]) == a
+    d = P.prepare('synthetic', tokenizer='gpt2', out_dir=str(tmp_path), n_train=60, n_val=12, quiet=True)
+    assert os.path.basename(d) == 'synthetic_gpt2'
+    meta, bins = load(d)
+    assert meta['vocab_size'] == small_bpe.n_vocab and meta['mask_id'] == small_bpe.n_vocab
+
+
+def test_names_and_missing_pyarrow(tmp_path, monkeypatch):
+    assert P.dataset_dirname('synthetic') == 'synthetic'
+    assert P.dataset_dirname('synthetic', 'gpt2') == 'synthetic_gpt2'
+    assert P.dataset_dirname('wikitext103', 'byte') == 'wikitext103_byte'
+    assert P.dataset_dirname('fineweb_edu', 'gpt2', 32768) == 'fineweb_edu_gpt2_32768'
+    assert P.dataset_dirname('mine', 'gpt2') == 'mine'
+    monkeypatch.setitem(sys.modules, 'pyarrow', None)
+    monkeypatch.setitem(sys.modules, 'pyarrow.parquet', None)
+    with pytest.raises(P.DataError, match='pip install pyarrow'):
+        P.prepare('fineweb_edu', tokenizer='byte', out_dir=str(tmp_path))
+
+
+def test_fineweb_parquet(tmp_path, small_bpe):
+    pq = pytest.importorskip('pyarrow.parquet')  # the optional extra
+    import pyarrow as pa
+    for i, docs in enumerate([['first doc', 'second doc'], ['third'], ['held out']]):
+        pq.write_table(pa.table({'text': docs}), str(tmp_path / f'shard_{i:05d}.parquet'))
+    (tmp_path / 'out').mkdir()
+    meta, bins = load(P.prepare('fineweb_edu', tokenizer='byte', input=str(tmp_path), out_dir=str(tmp_path / 'out'),
+                                quiet=True))
+    assert bins['train'].tolist() == [*b'first doc', 256, *b'second doc', 256, *b'third', 256]
+    assert bins['val'].tolist() == [*b'held out', 256]
+    meta, bins = load(P.prepare('fineweb_edu', input=str(tmp_path), out_dir=str(tmp_path / 'out'), quiet=True))
+    eot = small_bpe.eot_token  # gpt2: <|endoftext|> after each document
+    assert bins['train'].tolist() == [*small_bpe.encode('first doc'), eot, *small_bpe.encode('second doc'), eot,
+                                      *small_bpe.encode('third'), eot]
