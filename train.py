@@ -310,26 +310,25 @@ def make_optimizers(model, cfg, device_type):
                   {'params': muon, 'optimizer': 'muon'}]
     adamw = [g for g in groups if g.get('optimizer', 'adamw') == 'adamw' and g['params']]
     muon = [g for g in groups if g.get('optimizer', 'adamw') == 'muon' and g['params']]
-    for g in adamw:
-        g['base_lr'] = cfg['learning_rate']
     opts = [torch.optim.AdamW(adamw, lr=cfg['learning_rate'], betas=(cfg['beta1'], cfg['beta2']), eps=cfg['eps'],
                               fused=device_type == 'cuda')]
     if muon:
-        for g in muon:
-            g['base_lr'] = cfg['muon_lr'] or cfg['learning_rate']
-            g['weight_decay'] = g['base_wd'] = cfg['muon_weight_decay']
-        opts.append(torch.optim.Muon(muon, lr=muon[0]['base_lr'], momentum=cfg['muon_momentum'],
+        opts.append(torch.optim.Muon(muon, lr=cfg['muon_lr'] or cfg['learning_rate'], momentum=cfg['muon_momentum'],
                                      weight_decay=cfg['muon_weight_decay']))
     return opts
 
 
 def set_schedule(opts, it, cfg):
+    """Learning rates (and Muon's decaying weight decay) at iteration it, from the config alone,
+    so a resumed run may change them. A group may carry an 'lr_scale' (optim_groups)."""
     mult = lr_multiplier(it, cfg)
-    for opt in opts:
+    for k, opt in enumerate(opts):
+        peak = cfg['learning_rate'] if k == 0 else (cfg['muon_lr'] or cfg['learning_rate'])
         for g in opt.param_groups:
-            g['lr'] = g['base_lr'] * mult
-            if 'base_wd' in g and cfg['muon_wd_decay']:
-                g['weight_decay'] = g['base_wd'] * max(0.0, 1.0 - it / cfg['max_iters'])
+            g['lr'] = peak * mult * g.get('lr_scale', 1.0)
+            if k == 1:
+                decay = max(0.0, 1.0 - it / cfg['max_iters']) if cfg['muon_wd_decay'] else 1.0
+                g['weight_decay'] = cfg['muon_weight_decay'] * decay
     return mult * cfg['learning_rate']
 
 
@@ -495,7 +494,7 @@ def main(argv):
             save_checkpoint(ckpt_path, {
                 'model': raw_model.state_dict(), 'optimizers': [o.state_dict() for o in opts],
                 'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
-                'config': cfg, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng})
+                'config': cfg, 'meta': meta, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng})
 
     # --- the loop
     model.train()

@@ -1,0 +1,188 @@
+"""
+Generate or infill text with a trained model.
+
+    python sample.py --out_dir=out --start="ROMEO:" --num_samples=3 --max_new_tokens=200
+    python sample.py --out_dir=out-parcae --start=FILE:prompt.txt --num_recur=16   # a model knob
+    python sample.py --out_dir=out --infill=True --start="The [MASK] sat on the mat."
+
+Any --key=value that is not a key below is a knob of the model's forward (Parcae num_recur,
+TextNCA Ts, ...). Models with an incremental decode path (KV cache, FON's recurrent state) decode
+token by token through it. Infilling: a model whose forward takes `holes` (FON) fills every MASK
+marker through its revision organ, one token per marker; any other (causal) model fills the span
+between prefix and suffix by ranking candidate spans on the likelihood of prefix + span + suffix
+(candidates from --candidates="a|b|c", else --num_candidates spans sampled after the prefix).
+"""
+import inspect
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from configurator import ConfigError, check, parse_args
+from train import knob_names, load_checkpoint
+
+DEFAULTS = dict(
+    out_dir='out',
+    start='\n',                # text, or FILE:path
+    num_samples=1,
+    max_new_tokens=200,
+    temperature=0.8,
+    top_k=200,                 # 0: no top-k
+    seed=1337,
+    device='cpu',
+    infill=False,
+    mask='[MASK]',             # the infill marker in --start
+    candidates='',             # causal infill: '|'-separated candidate spans
+    num_candidates=16,         # causal infill: spans sampled when no candidates are given
+    span_tokens=8,             # causal infill: length of a sampled span
+)
+
+
+def sample_logits(logits, temperature, top_k, g):
+    if temperature <= 0:
+        return logits.argmax(-1)
+    logits = logits / temperature
+    if top_k:
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits = logits.masked_fill(logits < v[:, [-1]], float('-inf'))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=g).squeeze(-1)
+
+
+def accepts(fn, knobs):
+    names = inspect.signature(fn).parameters
+    return {k: v for k, v in knobs.items() if k in names}
+
+
+@torch.no_grad()
+def generate(model, idx, n, temperature, top_k, g, knobs):
+    """idx (B, T) -> (B, T + n). Through decode_step when the model has one (and, with learned
+    positions, the text fits the table), else full forwards over the last block_size tokens."""
+    bs = model.config.block_size
+    fits = idx.size(1) + n <= bs or getattr(model.config, 'pos', None) != 'learned'
+    if hasattr(model, 'decode_step') and fits:
+        state = model.decode_init(idx.size(0), idx.device, **accepts(model.decode_init, knobs))
+        step_knobs = accepts(model.decode_step, knobs)
+        for t in range(idx.size(1)):
+            logits, state = model.decode_step(idx[:, t], state, **step_knobs)
+        out = [idx]
+        for _ in range(n):
+            nxt = sample_logits(logits, temperature, top_k, g)
+            out.append(nxt[:, None])
+            logits, state = model.decode_step(nxt, state, **step_knobs)
+        return torch.cat(out, dim=1)
+    for _ in range(n):
+        logits, _ = model(idx[:, -bs:], **knobs)
+        idx = torch.cat([idx, sample_logits(logits[:, -1], temperature, top_k, g)[:, None]], dim=1)
+    return idx
+
+
+@torch.no_grad()
+def sequence_logprob(model, ids, score_from, knobs):
+    """Sum of log p(ids[t] | ids[<t]) for t >= score_from, per row of ids (B, T)."""
+    logits, _ = model(ids[:, :-1], **knobs)
+    lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    return lp[:, score_from - 1:].sum(-1)
+
+
+def infill_causal(model, encode, decode, prefix, suffix, args, g, knobs, dev):
+    """Rank candidate spans by log p(prefix + span + suffix): the best span is the one that makes
+    the whole text most likely, so the suffix is taken into account although the model is causal."""
+    pre = encode(prefix) or encode('\n')
+    if args['candidates']:
+        spans = [encode(c) for c in args['candidates'].split('|')]
+    else:
+        idx = torch.tensor([pre] * args['num_candidates'], device=dev)
+        gen = generate(model, idx, args['span_tokens'], args['temperature'] or 1.0, args['top_k'], g, knobs)
+        spans = [row[len(pre):].tolist() for row in gen]
+    suf = encode(suffix)
+    scored = []
+    for span in spans:
+        ids = torch.tensor([pre + span + suf], device=dev)
+        scored.append((sequence_logprob(model, ids, len(pre), knobs).item(), span))
+    scored.sort(key=lambda s: -s[0])
+    return [(lp, decode(span)) for lp, span in scored]
+
+
+def infill_holes(model, encode, decode, parts, mask_id, args, g, knobs, dev):
+    """One token per marker, predicted at the hole from both sides (FON's revision organ)."""
+    ids, holes = [], []
+    for i, part in enumerate(parts):
+        toks = encode(part)
+        ids += toks
+        holes += [False] * len(toks)
+        if i < len(parts) - 1:
+            ids.append(mask_id)
+            holes.append(True)
+    idx = torch.tensor([ids], device=dev)
+    hole_mask = torch.tensor([holes], device=dev)
+    logits, _ = model(idx, holes=hole_mask, **knobs)
+    fill = sample_logits(logits[0][hole_mask[0]], args['temperature'], args['top_k'], g)
+    idx[hole_mask] = fill
+    return decode(idx[0].tolist())
+
+
+def main(argv):
+    try:
+        given = parse_args(argv)
+        base = {k: v for k, v in given.items() if k in DEFAULTS}
+        args = {**DEFAULTS, **check(base, DEFAULTS)}
+        model, ckpt = load_checkpoint(args['out_dir'], args['device'])
+        knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
+        bad = [k for k in knobs if k not in knob_names(model)]
+        if bad:
+            raise ConfigError(f"unknown key(s) {', '.join(bad)}: neither a sample.py key ({', '.join(DEFAULTS)}) "
+                              f"nor a knob of the {ckpt['model_name']} model ({', '.join(knob_names(model)) or 'none'})")
+        meta = ckpt.get('meta')
+        if meta is None:
+            raise ConfigError(f"the checkpoint in {args['out_dir']} carries no tokenizer description (meta)")
+        from prepare_data import get_tokenizer
+        encode_raw, decode = get_tokenizer(meta)
+
+        def encode(text):  # characters outside a char vocabulary: one line, not a traceback
+            try:
+                return encode_raw(text)
+            except ValueError as e:
+                raise ConfigError(f"the prompt cannot be encoded with the {meta['tokenizer']} tokenizer: {e}")
+        start = args['start']
+        if start.startswith('FILE:'):
+            path = start[5:]
+            if not os.path.isfile(path):
+                raise ConfigError(f"prompt file not found: {path}")
+            start = open(path, encoding='utf-8').read()
+        model.eval()
+        g = torch.Generator(args['device']).manual_seed(args['seed'])
+        torch.manual_seed(args['seed'])
+        dev = args['device']
+        if args['infill']:
+            parts = start.split(args['mask'])
+            if len(parts) < 2:
+                raise ConfigError(f"--infill needs the marker {args['mask']!r} in --start")
+            if 'holes' in knob_names(model):
+                mask_id = ckpt['config'].get('mask_id')
+                mask_id = meta.get('mask_id', meta['vocab_size']) if mask_id is None else mask_id
+                for _ in range(args['num_samples']):
+                    print(infill_holes(model, encode, decode, parts, mask_id, args, g, knobs, dev))
+                    print('---------------')
+                return
+            if len(parts) > 2:
+                raise ConfigError("a causal model fills one span: put exactly one marker in --start")
+            for lp, span in infill_causal(model, encode, decode, parts[0], parts[1], args, g, knobs, dev)[:args['num_samples']]:
+                print(f"{lp:9.3f}  {parts[0]}{span}{parts[1]}")
+                print('---------------')
+            return
+        ids = encode(start)
+        if not ids:
+            raise ConfigError("--start encodes to no tokens")
+        idx = torch.tensor([ids] * args['num_samples'], device=dev)
+        out = generate(model, idx, args['max_new_tokens'], args['temperature'], args['top_k'], g, knobs)
+        for row in out:
+            print(decode(row.tolist()))
+            print('---------------')
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])

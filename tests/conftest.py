@@ -1,0 +1,51 @@
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def make_char_dataset(root, name='tiny', n_chars=60_000, seed=0):
+    """A small char-level corpus with structure to learn (words from a short list), written in
+    train.py's format: data/<name>/{train,val}.bin + meta.json. Never reads ../shared."""
+    rng = np.random.default_rng(seed)
+    words = ['the', 'cat', 'sat', 'on', 'a', 'mat', 'and', 'dog', 'ran', 'to', 'it', 'was', 'red']
+    text = ''
+    while len(text) < n_chars:
+        text += ' '.join(rng.choice(words, size=8)) + '.\n'
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    ids = np.array([stoi[c] for c in text], dtype=np.uint16)
+    d = os.path.join(root, name)
+    os.makedirs(d, exist_ok=True)
+    n = int(0.9 * len(ids))
+    ids[:n].tofile(os.path.join(d, 'train.bin'))
+    ids[n:].tofile(os.path.join(d, 'val.bin'))
+    json.dump({'vocab_size': len(chars), 'tokenizer': 'char', 'itos': chars, 'stoi': stoi},
+              open(os.path.join(d, 'meta.json'), 'w'))
+    return root
+
+
+@pytest.fixture(scope='session')
+def char_data(tmp_path_factory):
+    """data_dir holding the dataset 'tiny'."""
+    return make_char_dataset(str(tmp_path_factory.mktemp('data')))
+
+
+def run_script(script, *args, env=None, check=True, cwd=ROOT, module=False):
+    cmd = [sys.executable] + (['-m'] if module else []) + [script] + [str(a) for a in args]
+    full_env = {**os.environ, 'OMP_NUM_THREADS': '1', **(env or {})}
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=full_env, timeout=600)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p
+
+
+def read_log(out_dir, kind='train'):
+    recs = [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
+    return [r for r in recs if r['kind'] == kind]

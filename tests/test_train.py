@@ -1,0 +1,117 @@
+"""The trainer: loss falls, exact resume, DDP, compile, dry runs, and one-line errors."""
+import os
+
+import torch
+
+from conftest import read_log, run_script
+
+TINY = ['--dataset=tiny', '--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=8',
+        '--eval_iters=2', '--log_interval=1', '--compile=False']
+
+
+def train(data_dir, out_dir, *args, **kw):
+    return run_script('train.py', f'--data_dir={data_dir}', f'--out_dir={out_dir}', *TINY, *args, **kw)
+
+
+def test_loss_falls_and_checkpoint_written(char_data, tmp_path):
+    out = tmp_path / 'out'
+    train(char_data, out, '--max_iters=60', '--eval_interval=30', '--learning_rate=3e-3', '--warmup_iters=5')
+    evals = read_log(out, 'eval')
+    assert [e['iter'] for e in evals] == [0, 30, 60]
+    assert evals[-1]['val_loss'] < evals[0]['val_loss'] - 1.0
+    ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
+    assert ckpt['iter_num'] == 60 and ckpt['model_name'] == 'gpt' and ckpt['meta']['tokenizer'] == 'char'
+    assert not os.path.exists(out / 'ckpt.pt.tmp')
+
+
+def test_resume_is_bit_exact(char_data, tmp_path):
+    common = ['--eval_interval=6', '--lr_decay_iters=12', '--warmup_iters=3', '--dropout=0.1']
+    a, b = tmp_path / 'a', tmp_path / 'b'
+    train(char_data, a, '--max_iters=12', *common)
+    train(char_data, b, '--max_iters=6', *common)
+    train(char_data, b, '--max_iters=12', '--init_from=resume', *common)
+    la = {r['iter']: r['loss'] for r in read_log(a)}
+    lb = {r['iter']: r['loss'] for r in read_log(b)}
+    assert sorted(la) == list(range(12))
+    assert all(la[i] == lb[i] for i in la), [(i, la[i], lb[i]) for i in la if la[i] != lb[i]]
+
+
+def test_resume_exact_with_muon_and_accumulation(char_data, tmp_path):
+    common = ['--eval_interval=4', '--schedule=constant', '--warmup_iters=2', '--optimizer=muon',
+              '--muon_weight_decay=0.1', '--gradient_accumulation_steps=2']
+    a, b = tmp_path / 'a', tmp_path / 'b'
+    train(char_data, a, '--max_iters=8', *common)
+    train(char_data, b, '--max_iters=4', *common)
+    train(char_data, b, '--max_iters=8', '--init_from=resume', *common)
+    la = {r['iter']: r['loss'] for r in read_log(a)}
+    lb = {r['iter']: r['loss'] for r in read_log(b)}
+    assert sorted(la) == list(range(8)) and la == lb
+
+
+def test_ddp_two_gloo_processes(char_data, tmp_path):
+    out = tmp_path / 'ddp'
+    p = run_script('torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py',
+                   f'--data_dir={char_data}', f'--out_dir={out}', *TINY, '--max_iters=6', '--eval_interval=3',
+                   module=True)
+    assert 'world 2' in p.stdout
+    evals = read_log(out, 'eval')
+    assert [e['iter'] for e in evals] == [0, 3, 6]
+    assert len(torch.load(out / 'ckpt.pt', weights_only=False)['rng']) == 2
+
+
+def test_dry_run_counts_gpt2_124m(tmp_path):
+    p = run_script('train.py', '--dry_run=True', '--vocab_size=50304', '--n_layer=12', '--n_head=12',
+                   '--n_embd=768', '--block_size=1024', f'--data_dir={tmp_path}')
+    assert 'parameters: 124475904' in p.stdout
+    assert 'flops_per_token:' in p.stdout
+
+
+def test_bad_inputs_give_one_clear_line(char_data, tmp_path):
+    cases = [
+        (['--lerning_rate=1e-3'], "unknown config key 'lerning_rate' (did you mean: learning_rate"),
+        (['--max_iters=ten'], "config key 'max_iters' expects int"),
+        (['config/nope.py'], 'config file not found: config/nope.py'),
+        (['--dataset=missing'], 'prepare the data first (python prepare_data.py missing)'),
+        (['--model=transformerx'], "unknown model 'transformerx'"),
+        (['--init_from=resume', f'--out_dir={tmp_path}/none'], "no checkpoint at"),
+    ]
+    for args, msg in cases:
+        p = run_script('train.py', f'--data_dir={char_data}', '--dataset=tiny', *args, check=False)
+        assert p.returncode == 2, (args, p.stderr)
+        assert msg in p.stderr, (args, p.stderr)
+        assert 'Traceback' not in p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_resume_refuses_a_checkpoint_of_another_model(char_data, tmp_path):
+    out = tmp_path / 'o'
+    train(char_data, out, '--max_iters=1', '--eval_interval=1')
+    ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
+    ckpt['model_name'] = 'mamba2'
+    torch.save(ckpt, out / 'ckpt.pt')
+    p = train(char_data, out, '--init_from=resume', check=False)
+    assert p.returncode == 2 and "holds a 'mamba2' model but this config builds 'gpt'" in p.stderr
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(char_data, tmp_path):
+    out = tmp_path / 'nan'
+    train(char_data, out, '--max_iters=4', '--eval_interval=2')
+    good = torch.load(out / 'ckpt.pt', weights_only=False)['iter_num']
+    p = train(char_data, out, '--init_from=resume', '--max_iters=10', '--eval_interval=2', '--learning_rate=1e999',
+              '--warmup_iters=0', '--schedule=constant', '--grad_clip=0.0', check=False)
+    assert p.returncode == 2 and ('not finite' in p.stderr or 'training loss is' in p.stderr), p.stderr
+    ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
+    assert all(torch.isfinite(v).all() for v in ckpt['model'].values())
+    assert ckpt['iter_num'] >= good
+
+
+def test_compile_smoke(char_data, tmp_path):
+    train(char_data, tmp_path / 'c', '--max_iters=2', '--eval_interval=2', '--compile=True')
+
+
+def test_default_run_uses_offline_synthetic_data(tmp_path):
+    p = run_script('train.py', f'--data_dir={tmp_path}/data', f'--out_dir={tmp_path}/out', '--max_iters=3',
+                   '--eval_interval=3', '--eval_iters=1')
+    assert os.path.isfile(tmp_path / 'data' / 'synthetic' / 'meta.json')
+    assert os.path.isfile(tmp_path / 'out' / 'ckpt.pt')
+    assert 'step 3' in p.stdout
