@@ -783,7 +783,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description='Prepare a dataset: data/<name>/{train,val}.bin + meta.json '
                                             '(see the docstring of prepare_data.py).')
     p.add_argument('name', help=f'{", ".join(SOURCES)}, or any name with --input FILE')
-    p.add_argument('--tokenizer', choices=TOKENIZERS, help='default: the source\'s (char for --input)')
+    p.add_argument('--tokenizer', choices=TOKENIZERS, help='default: the source\'s (char for a custom NAME)')
     p.add_argument('--input', help='a local file (or the downloaded archive/folder) instead of downloading')
     p.add_argument('--out_dir', default='data')
     p.add_argument('--seed', type=int, default=1337, help='synthetic: the train seed')
