@@ -61,7 +61,7 @@ def check(given, known):
         elif isinstance(default, float):
             ok = isinstance(val, (int, float))
         elif isinstance(default, (tuple, list)):
-            ok = isinstance(val, (tuple, list))
+            ok = isinstance(val, (tuple, list, int))  # an int may stand for one value per layer
         else:
             ok = isinstance(val, type(default))
         if not ok:

@@ -1,0 +1,49 @@
+import pytest
+
+from configurator import ConfigError, check, parse_args
+
+
+def test_file_then_overrides(tmp_path):
+    f = tmp_path / 'c.py'
+    f.write_text("import math\nbatch_size = 4\nlearning_rate = 1e-3\nwindows = [8, 32]\n_private = 1\n")
+    given = parse_args([str(f), '--batch_size=8', '--dataset=shakespeare_char', '--compile=False'])
+    assert given == {'batch_size': 8, 'learning_rate': 1e-3, 'windows': [8, 32],
+                     'dataset': 'shakespeare_char', 'compile': False}
+    out = check(given, {'batch_size': 1, 'learning_rate': 0.1, 'windows': (), 'dataset': 'x', 'compile': None})
+    assert out['windows'] == (8, 32)
+
+
+def test_int_promotes_to_float():
+    assert check({'lr': 1}, {'lr': 0.5}) == {'lr': 1.0}
+
+
+@pytest.mark.parametrize('argv,known,msg', [
+    (['--lerning_rate=1'], {'learning_rate': 0.1}, "unknown config key 'lerning_rate' (did you mean: learning_rate?)"),
+    (['--max_iters=1.5'], {'max_iters': 1}, "config key 'max_iters' expects int (default 1), got float 1.5"),
+    (['--compile=1'], {'compile': True}, "config key 'compile' expects bool"),
+    (['--batch_size'], {'batch_size': 1}, "expected --key=value, got '--batch_size'"),
+    (['nope/missing.py'], {}, 'config file not found: nope/missing.py'),
+])
+def test_errors_are_one_clear_line(argv, known, msg):
+    with pytest.raises(ConfigError) as e:
+        check(parse_args(argv), known)
+    assert msg in str(e.value) and '\n' not in str(e.value)
+
+
+def test_broken_config_file_names_itself(tmp_path):
+    f = tmp_path / 'bad.py'
+    f.write_text("batch_size = undefined_name\n")
+    with pytest.raises(ConfigError, match='bad.py failed to run: NameError'):
+        parse_args([str(f)])
+
+
+def test_every_config_file_is_valid():
+    """Each config/*.py names a model and only keys that train.py or that model knows."""
+    import glob
+    import os
+    from train import resolve_config
+    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), '..', 'config', '*.py')))
+    assert files
+    for f in files:
+        cfg = resolve_config([f])
+        assert cfg['model'] in ('gpt', 'mamba2', 'parcae', 'textnca', 'fon', 'workspace'), f
