@@ -1,0 +1,476 @@
+"""
+Parcae: Scaling Laws for Stable Looped Language Models (Prairie, Novack, Berg-Kirkpatrick, Fu;
+arXiv 2604.12946). A middle-looped Transformer whose loop is a stable discretised linear dynamical
+system over the residual stream (section 4.1, eq. 3):
+
+    e = Norm(P(s)),   h_{t+1} = R(A_bar h_t + B_bar e),   logits = head(Norm(Coda(C h_T)))
+
+R is L_R pre-norm blocks with their own residuals, so h_{t+1} = A_bar h_t + B_bar e + R_bar(h_t, e).
+A_bar = exp(-Delta A), A = exp(A_log) > 0 per channel, Delta = softplus(dt_bias) (ZOH of a negative
+diagonal continuous A, Table 1): every eigenvalue of A_bar lies in (0, 1), so rho(A_bar) < 1 for any
+parameters. B_bar = Delta B (Euler), B a d x d matrix initialised to I; C a d x d readout. Training
+samples a depth T per sequence and backpropagates through the last steps only (section 4.2).
+The RDM baseline it fixes (Geiping et al.) is injection='linear', block='sandwich', prelude_norm=False.
+
+Choices where the paper is vague (the authors' public code, sandyresearch/parcae, settles most):
+- Depth: T ~ Poisson(mean_recurrence) clipped to [1, max_recurrence]; the last k = min(T,
+  mean_backprop_depth) steps carry gradient, the first T - k run under no_grad (the authors'
+  'poisson-truncated-full'; sec. 4.2: Lambda depends on mu_rec alone, mu_bwd = ceil(mu_rec / 2)).
+  The upper clip (default 3 mu_rec; P(T > 24 | mu = 8) ~ 1e-6) only bounds one micro-batch's
+  longest sequence.
+- Per-sequence depth inside one micro-batch: the batch is sorted by T (descending), so the sequences
+  still running at any step are a prefix of the batch and a step runs R on that prefix only. Cost is
+  sum_i T_i block applications, not B * max_i T_i, and no masking is needed; h_T is put back in the
+  original order before C. No parameter goes unused (k >= 1 for every sequence), so DDP needs no
+  find_unused_parameters.
+- B_bar e and the e half of the linear injection do not change over the loop: computed once per
+  forward (exact; saves T - 1 d x d matmuls per token).
+- rho(A_bar) < 1 in floating point too: Delta A is computed in log space (no 0 * inf) and floored at
+  1e-6 (an underflowing softplus or exp would otherwise round A_bar to exactly 1).
+- h_0 'like-init': normal with the embedding std sqrt(2/(5d)), truncated at 3 std. In eval mode it is
+  a fixed seeded table with one row per position, so eval is deterministic and the KV-cached decode
+  sees the same h_0 as forward.
+- Value embeddings: the P, R, C layers are numbered 0..n-1 (n = L_P + L_R + L_C); layer i has one iff
+  i % 2 == (n - 1) % 2, as in an n-layer GPT; an R layer adds its value embedding at every step.
+  This gives Table 19 exactly (the GPT count + 2d^2 + 3d: B, C, A_log, dt_bias, prelude norm).
+- Init ('scaled-zero', Table 18): matrices and embeddings N(0, 2/(5d)) truncated at 3 std, the output
+  projections of attention and MLP zero, value-embedding gates zero (gate = 1), A_log = 0 and dt_bias
+  such that A_bar = sqrt(1/5) (authors' code), B = I.
+- readout=False drops C (C = I): Table 17's Parcae-350M count (378,558,464) has no C and no prelude
+  norm. Table 17's Parcae-100M count repeats the RDM-100M number; the same structure gives 113,189,888.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class ParcaeConfig:
+    block_size: int = 1024
+    vocab_size: int = 50304
+    n_embd: int = 768
+    n_head: int = 6
+    head_dim: int = None          # None: n_embd // n_head
+    d_ff: int = None              # None: 4 * n_embd
+    n_prelude: int = 2            # L_P
+    n_recur_layers: int = 2       # L_R, the looped block
+    n_coda: int = 2               # L_C
+    mlp: str = 'relu2'            # 'relu2' (nanochat setup, Table 18) | 'swiglu' (RDM setup, Table 17)
+    block: str = 'prenorm'        # 'prenorm' | 'sandwich' (RDM: norm before and after each sublayer)
+    qk_norm: bool = True          # parameter-free RMS norm of q and k
+    value_embeds: bool = True     # nanochat value embeddings on alternating layers
+    rope_base: float = 50000.0
+    norm_eps: float = 1e-5
+    tie_weights: bool = True
+    injection: str = 'diagonal'   # 'diagonal' (Parcae) | 'linear' (RDM: W [h; e]) | 'add' (h + e)
+    prelude_norm: bool = True     # e = Norm(P(s)) (Table 4, "+ Prelude Norm")
+    readout: bool = True          # the d x d readout C (False: C = I)
+    init_decay: float = 0.4472135954999579   # A_bar at init, sqrt(1/5) as the authors' code
+    state_init: str = 'like-init' # h_0: 'like-init' (random) | 'zero'
+    mean_recurrence: int = 8      # mu_rec; eval runs this many steps unless num_recur is given
+    mean_backprop_depth: int = None   # mu_bwd; None: ceil(mean_recurrence / 2)
+    max_recurrence: int = None    # upper clip of the sampled depth; None: 3 * mean_recurrence
+    depth_sampling: str = 'per_sequence'  # 'per_sequence' (paper) | 'per_batch' (prior work) | 'fixed'
+
+    def __post_init__(self):
+        self.head_dim = self.head_dim or self.n_embd // self.n_head
+        self.d_ff = self.d_ff or 4 * self.n_embd
+        if self.mean_backprop_depth is None:
+            self.mean_backprop_depth = math.ceil(self.mean_recurrence / 2)
+        if self.max_recurrence is None:
+            self.max_recurrence = 3 * self.mean_recurrence
+        checks = [
+            (self.mlp in ('relu2', 'swiglu'), f"mlp must be relu2|swiglu, got {self.mlp!r}"),
+            (self.block in ('prenorm', 'sandwich'), f"block must be prenorm|sandwich, got {self.block!r}"),
+            (self.injection in ('diagonal', 'linear', 'add'), f"injection must be diagonal|linear|add, got {self.injection!r}"),
+            (self.state_init in ('like-init', 'zero'), f"state_init must be like-init|zero, got {self.state_init!r}"),
+            (self.depth_sampling in ('per_sequence', 'per_batch', 'fixed'),
+             f"depth_sampling must be per_sequence|per_batch|fixed, got {self.depth_sampling!r}"),
+            (self.mean_recurrence >= 1 and self.mean_backprop_depth >= 1, "mean_recurrence and mean_backprop_depth must be >= 1"),
+            (self.max_recurrence >= self.mean_recurrence, "max_recurrence must be >= mean_recurrence"),
+            (self.n_recur_layers >= 1, "n_recur_layers must be >= 1"),
+            (not self.value_embeds or self.n_head * self.head_dim >= 32, "value-embedding gates read 32 channels"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise ValueError(msg)
+
+
+# ----------------------------------------------------------------------------- blocks (nanochat style)
+
+def rope_tables(T, head_dim, base, device, offset=0):
+    inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+    freqs = torch.outer(torch.arange(offset, offset + T, device=device, dtype=torch.float32), inv_freq)
+    return freqs.cos(), freqs.sin()  # (T, head_dim / 2)
+
+
+def apply_rope(x, cos, sin):  # x: (B, H, T, D); rotates the two halves
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).type_as(x)
+
+
+class Attention(nn.Module):
+
+    def __init__(self, cfg, has_ve):
+        super().__init__()
+        self.cfg, self.H, self.hd = cfg, cfg.n_head, cfg.head_dim
+        inner = cfg.n_head * cfg.head_dim
+        # separate q, k, v matrices: Muon orthogonalises each (Table 20 lists W_Q, W_K, W_V, W_O)
+        self.c_q = nn.Linear(cfg.n_embd, inner, bias=False)
+        self.c_k = nn.Linear(cfg.n_embd, inner, bias=False)
+        self.c_v = nn.Linear(cfg.n_embd, inner, bias=False)
+        self.c_proj = nn.Linear(inner, cfg.n_embd, bias=False)
+        self.ve_gate = nn.Linear(32, cfg.n_head, bias=False) if has_ve else None
+
+    def forward(self, x, cos, sin, ve=None, cache=None):
+        B, T, _ = x.shape
+        q = self.c_q(x).view(B, T, self.H, self.hd).transpose(1, 2)
+        k = self.c_k(x).view(B, T, self.H, self.hd).transpose(1, 2)
+        v = self.c_v(x).view(B, T, self.H, self.hd)
+        if ve is not None:
+            gate = 2 * torch.sigmoid(self.ve_gate(x[..., :32]))  # (B, T, H), in (0, 2)
+            v = v + gate.unsqueeze(-1) * ve.view(B, T, self.H, self.hd).to(v.dtype)
+        v = v.transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.cfg.qk_norm:
+            q, k = F.rms_norm(q, (self.hd,)), F.rms_norm(k, (self.hd,))
+        if cache is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # one new token: it sees every cached key
+            if 'k' in cache:
+                k, v = torch.cat([cache['k'], k], dim=2), torch.cat([cache['v'], v], dim=2)
+            cache['k'], cache['v'] = k, v
+            y = F.scaled_dot_product_attention(q, k, v)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, self.H * self.hd))
+
+
+class MLP(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.kind = cfg.mlp
+        self.c_fc = nn.Linear(cfg.n_embd, cfg.d_ff, bias=False)
+        if cfg.mlp == 'swiglu':
+            self.c_gate = nn.Linear(cfg.n_embd, cfg.d_ff, bias=False)
+        self.c_proj = nn.Linear(cfg.d_ff, cfg.n_embd, bias=False)
+
+    def forward(self, x):
+        h = self.c_fc(x)
+        h = F.relu(h).square() if self.kind == 'relu2' else F.silu(self.c_gate(x)) * h
+        return self.c_proj(h)
+
+
+class Block(nn.Module):
+    """Pre-norm block; 'sandwich' is the RDM block (Geiping et al., section 2.1):
+    x = Norm(x + Attn(Norm(x))), x = Norm(x + MLP(Norm(x)))."""
+
+    def __init__(self, cfg, has_ve):
+        super().__init__()
+        self.sandwich = cfg.block == 'sandwich'
+        n_norms = 4 if self.sandwich else 2
+        self.norms = nn.ModuleList(nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps) for _ in range(n_norms))
+        self.attn = Attention(cfg, has_ve)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x, cos, sin, ve=None, cache=None):
+        n = self.norms
+        if self.sandwich:
+            x = n[1](x + self.attn(n[0](x), cos, sin, ve, cache))
+            return n[3](x + self.mlp(n[2](x)))
+        x = x + self.attn(n[0](x), cos, sin, ve, cache)
+        return x + self.mlp(n[1](x))
+
+
+# ----------------------------------------------------------------------------- Parcae
+
+class Parcae(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        cfg = self.config = config
+        d, L_P, L_R, L_C = cfg.n_embd, cfg.n_prelude, cfg.n_recur_layers, cfg.n_coda
+        n = L_P + L_R + L_C
+        has_ve = [cfg.value_embeds and i % 2 == (n - 1) % 2 for i in range(n)]
+        self.wte = nn.Embedding(cfg.vocab_size, d)
+        self.prelude = nn.ModuleList(Block(cfg, has_ve[i]) for i in range(L_P))
+        self.prelude_norm = nn.RMSNorm(d, eps=cfg.norm_eps) if cfg.prelude_norm else None
+        self.recur = nn.ModuleList(Block(cfg, has_ve[L_P + i]) for i in range(L_R))
+        self.coda = nn.ModuleList(Block(cfg, has_ve[L_P + L_R + i]) for i in range(L_C))
+        self.ln_f = nn.RMSNorm(d, eps=cfg.norm_eps)
+        self.value_embeds = nn.ModuleDict({str(i): nn.Embedding(cfg.vocab_size, cfg.n_head * cfg.head_dim)
+                                           for i in range(n) if has_ve[i]})
+        if cfg.injection == 'diagonal':
+            self.A_log = nn.Parameter(torch.zeros(d))
+            self.dt_bias = nn.Parameter(torch.empty(d))
+            self.B = nn.Parameter(torch.empty(d, d))
+        elif cfg.injection == 'linear':
+            self.adapter = nn.Linear(2 * d, d, bias=False)  # W [h; e], W in R^{d x 2d}
+        self.C = nn.Linear(d, d, bias=False) if cfg.readout else None
+        self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False)
+        if cfg.tie_weights:
+            self.lm_head.weight = self.wte.weight
+        self.std = math.sqrt(2 / (5 * d))
+        self.reset_parameters()
+        self._stats = {}
+        self._h0_eval = {}
+
+    @torch.no_grad()
+    def reset_parameters(self):
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.trunc_normal_(m.weight, std=self.std, a=-3 * self.std, b=3 * self.std)
+        for block in [*self.prelude, *self.recur, *self.coda]:
+            nn.init.zeros_(block.attn.c_proj.weight)
+            nn.init.zeros_(block.mlp.c_proj.weight)
+            if block.attn.ve_gate is not None:
+                nn.init.zeros_(block.attn.ve_gate.weight)
+        if self.config.injection == 'diagonal':
+            self.A_log.zero_()
+            dt = -math.log(self.config.init_decay)  # Delta with A = 1: A_bar = exp(-Delta)
+            self.dt_bias.fill_(dt + math.log(-math.expm1(-dt)))  # inverse softplus
+            self.B.copy_(torch.eye(self.config.n_embd))
+
+    def num_params(self):
+        return sum(p.numel() for p in self.parameters())
+
+    # --- the dynamical system -------------------------------------------------------------
+
+    def A_bar(self):
+        """exp(-Delta A) per channel, in (0, 1). log(Delta A) = log softplus(dt_bias) + A_log,
+        with log softplus(x) = x for x < -20 (where softplus(x) = exp(x) to float precision)."""
+        x = self.dt_bias.float()
+        log_delta = torch.where(x < -20, x, torch.log(F.softplus(x.clamp(min=-20))))
+        return torch.exp(-torch.exp(log_delta + self.A_log.float()).clamp(min=1e-6))
+
+    def spectral_radius(self):
+        """rho of the linear map h -> A_bar h of the injection (Table 1)."""
+        with torch.no_grad():
+            if self.config.injection == 'diagonal':
+                return self.A_bar().max().item()
+            if self.config.injection == 'linear':
+                W_h = self.adapter.weight[:, :self.config.n_embd].float()
+                return torch.linalg.eigvals(W_h).abs().max().item()
+            return 1.0
+
+    def _input_term(self, e):
+        """The part of the injection that only depends on e, computed once per forward."""
+        inj = self.config.injection
+        if inj == 'diagonal':
+            delta = F.softplus(self.dt_bias.float())
+            return delta * F.linear(e, self.B)  # B_bar e = Delta B e (Euler)
+        if inj == 'linear':
+            return F.linear(e, self.adapter.weight[:, self.config.n_embd:])
+        return e
+
+    def _inject(self, h, u, A_bar):
+        if self.config.injection == 'diagonal':
+            return A_bar * h + u
+        if self.config.injection == 'linear':
+            return F.linear(h, self.adapter.weight[:, :self.config.n_embd]) + u
+        return h + u
+
+    def _step(self, h, u, A_bar, ves, cos, sin, caches=None):
+        """One application of the recurrent block: h_{t+1} = R(A_bar h_t + B_bar e)."""
+        x = self._inject(h, u, A_bar)
+        for i, block in enumerate(self.recur):
+            x = block(x, cos, sin, ves[i], None if caches is None else caches[i])
+        return x
+
+    def sample_depths(self, batch_size):
+        """Training depths T_i (Python ints): per sequence from a Poisson around mean_recurrence
+        clipped to [1, max_recurrence] (section 4.2), one per micro-batch, or fixed."""
+        cfg = self.config
+        if cfg.depth_sampling == 'fixed':
+            return [cfg.mean_recurrence] * batch_size
+        size = batch_size if cfg.depth_sampling == 'per_sequence' else 1
+        T = torch.poisson(torch.full((size,), float(cfg.mean_recurrence))).clamp(1, cfg.max_recurrence)
+        T = [int(t) for t in T.tolist()]
+        return T if size == batch_size else T * batch_size
+
+    def depth_moments(self):
+        """(E[T], E[k]) under the training distribution: block applications forward and with
+        gradient per token (flops_per_token counts each as it runs)."""
+        cfg = self.config
+        mu, kb, Tmax = cfg.mean_recurrence, cfg.mean_backprop_depth, cfg.max_recurrence
+        if cfg.depth_sampling == 'fixed':
+            return float(mu), float(min(mu, kb))
+        pmf = [math.exp(-mu + j * math.log(mu) - math.lgamma(j + 1)) for j in range(Tmax)]
+        pmf.append(max(0.0, 1.0 - sum(pmf)))  # all mass at or above Tmax is clipped to Tmax
+        ET = sum(p * min(max(j, 1), Tmax) for j, p in enumerate(pmf))
+        Ek = sum(p * min(max(j, 1), Tmax, kb) for j, p in enumerate(pmf))
+        return ET, Ek
+
+    @torch._dynamo.disable
+    def _initial_state(self, B, T, device, offset=0):
+        d, std = self.config.n_embd, self.std
+        if self.config.state_init == 'zero':
+            return torch.zeros(B, T, d, device=device)
+        if self.training:
+            return nn.init.trunc_normal_(torch.empty(B, T, d, device=device), std=std, a=-3 * std, b=3 * std)
+        if device not in self._h0_eval:  # fixed table, one row per position
+            g = torch.Generator().manual_seed(0)
+            table = torch.randn(self.config.block_size, d, generator=g).clamp_(-3, 3) * std
+            self._h0_eval[device] = table.to(device)
+        table = self._h0_eval[device]
+        rows = torch.arange(offset, offset + T, device=device) % table.shape[0]
+        return table[rows].expand(B, T, d).clone()
+
+    @torch._dynamo.disable(recursive=False)  # the loop runs eagerly; the blocks it calls compile
+    def _recur(self, e, idx, cos, sin, num_recur):
+        """Runs the loop on e (B, T, d); returns h_T in the batch's order."""
+        cfg, B = self.config, e.shape[0]
+        train = self.training
+        if train:
+            T_i = self.sample_depths(B) if num_recur is None else [num_recur] * B
+            k_i = [min(t, cfg.mean_backprop_depth) for t in T_i]
+        else:  # eval: fixed depth, ordinary autograd through every step
+            T_i = [cfg.mean_recurrence if num_recur is None else num_recur] * B
+            k_i = T_i
+        depths, perm = T_i, None
+        if len(set(T_i)) > 1:  # sort by depth so the running sequences are always a prefix
+            order = sorted(range(B), key=lambda i: -T_i[i])
+            T_i, k_i = [T_i[i] for i in order], [k_i[i] for i in order]
+            perm = torch.tensor(order, device=e.device)
+            e, idx = e[perm], idx[perm]
+        n_i = [t - k for t, k in zip(T_i, k_i)]
+        ves = [self.value_embeds[str(self.config.n_prelude + i)](idx) if str(self.config.n_prelude + i)
+               in self.value_embeds else None for i in range(cfg.n_recur_layers)]
+        u = self._input_term(e)
+        A_bar = self.A_bar() if cfg.injection == 'diagonal' else None
+        h = self._initial_state(B, e.shape[1], e.device).to(u.dtype)
+
+        def prefix(m):
+            return [None if v is None else v[:m] for v in ves]
+
+        if max(n_i) > 0:  # the first T - k steps: no gradient (truncated backprop, sec. 2.1)
+            with torch.no_grad():
+                h_ng = h.detach().clone()
+                for s in range(max(n_i)):
+                    m = sum(n > s for n in n_i)
+                    h_ng[:m] = self._step(h_ng[:m], u[:m], A_bar, prefix(m), cos, sin)
+            m = sum(n > 0 for n in n_i)
+            h = h_ng if m == B else torch.cat([h_ng[:m], h[m:]])
+        h_prev = h.detach().clone() if train else None
+        for s in range(max(k_i)):  # the last k steps, with gradient
+            m = sum(k > s for k in k_i)
+            if train:
+                h_prev[:m] = h[:m].detach()
+            new = self._step(h[:m], u[:m], A_bar, prefix(m), cos, sin)
+            h = new if m == B else torch.cat([new, h[m:]])
+        if train:  # paper A.2: recurrent residual ||h_T - h_{T-1}|| and state norm ||h_T||
+            hd = h.detach().float()
+            self._stats = {'recurrent_residual': (hd - h_prev.float()).norm(dim=-1).mean(),
+                           'state_norm': hd.norm(dim=-1).mean(), 'depths': depths}
+        if perm is not None:
+            h = h[torch.argsort(perm)]
+        return h
+
+    # --- the model ---------------------------------------------------------------------------
+
+    def _value_embed(self, layer, idx):
+        key = str(layer)
+        return self.value_embeds[key](idx) if key in self.value_embeds else None
+
+    def _prelude(self, idx, cos, sin, caches=None):
+        x = self.wte(idx)
+        for i, block in enumerate(self.prelude):
+            x = block(x, cos, sin, self._value_embed(i, idx), None if caches is None else caches[i])
+        return self.prelude_norm(x) if self.prelude_norm is not None else x
+
+    def _coda(self, h, idx, cos, sin, caches=None):
+        x = self.C(h).to(h.dtype) if self.C is not None else h  # keep the residual stream's dtype
+        first = self.config.n_prelude + self.config.n_recur_layers
+        for i, block in enumerate(self.coda):
+            x = block(x, cos, sin, self._value_embed(first + i, idx), None if caches is None else caches[i])
+        return self.lm_head(self.ln_f(x))
+
+    def forward(self, idx, targets=None, num_recur=None):
+        """num_recur: loop depth T. None: sampled per sequence when training, mean_recurrence in
+        eval. Given while training, every sequence runs T steps (gradient through the last
+        min(T, mean_backprop_depth))."""
+        cos, sin = rope_tables(idx.shape[1], self.config.head_dim, self.config.rope_base, idx.device)
+        e = self._prelude(idx, cos, sin)
+        h = self._recur(e, idx, cos, sin, num_recur)
+        logits = self._coda(h, idx, cos, sin)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss
+
+    # --- incremental decoding: KV caches for every P layer, every (step, R layer), every C layer
+
+    def decode_init(self, batch_size, device, num_recur=None):
+        T = self.config.mean_recurrence if num_recur is None else num_recur
+        cfg = self.config
+        return {'pos': 0, 'T': T, 'prelude': [{} for _ in range(cfg.n_prelude)],
+                'recur': [[{} for _ in range(cfg.n_recur_layers)] for _ in range(T)],
+                'coda': [{} for _ in range(cfg.n_coda)]}
+
+    @torch.no_grad()
+    def decode_step(self, idx_t, state, num_recur=None):
+        T = state['T']
+        assert num_recur is None or num_recur == T, "num_recur is fixed at decode_init"
+        idx, pos = idx_t.view(-1, 1), state['pos']
+        cos, sin = rope_tables(1, self.config.head_dim, self.config.rope_base, idx.device, offset=pos)
+        e = self._prelude(idx, cos, sin, state['prelude'])
+        u = self._input_term(e)
+        A_bar = self.A_bar() if self.config.injection == 'diagonal' else None
+        ves = [self._value_embed(self.config.n_prelude + i, idx) for i in range(self.config.n_recur_layers)]
+        h = self._initial_state(idx.shape[0], 1, idx.device, offset=pos).to(u.dtype)
+        for t in range(T):
+            h = self._step(h, u, A_bar, ves, cos, sin, state['recur'][t])
+        logits = self._coda(h, idx, cos, sin, state['coda'])
+        state['pos'] = pos + 1
+        return logits[:, -1], state
+
+    # --- trainer hooks ---------------------------------------------------------------------------
+
+    def optim_groups(self, weight_decay):
+        """Table 20: Muon for the attention and MLP matrices; AdamW for embeddings, head, norms,
+        value-embedding gates, 1-D parameters, the injection (A, Delta, B; the RDM's W) and C.
+        A, Delta, B and C never decay (authors' code)."""
+        muon = [p for blk in [*self.prelude, *self.recur, *self.coda]
+                for mod in (blk.attn.c_q, blk.attn.c_k, blk.attn.c_v, blk.attn.c_proj, *blk.mlp.children())
+                for p in mod.parameters()]
+        seen = {id(p) for p in muon}
+        no_decay = [p for name, p in self.named_parameters()
+                    if p.ndim < 2 or name in ('B', 'C.weight')]
+        seen |= {id(p) for p in no_decay}
+        decay = [p for p in self.parameters() if id(p) not in seen]
+        return [{'params': muon, 'weight_decay': weight_decay, 'optimizer': 'muon'},
+                {'params': decay, 'weight_decay': weight_decay, 'optimizer': 'adamw'},
+                {'params': no_decay, 'weight_decay': 0.0, 'optimizer': 'adamw'}]
+
+    def train_stats(self):
+        """Stability monitors (paper A.2) from the last training forward."""
+        out = {'spectral_radius': self.spectral_radius()}
+        if self._stats:
+            out['recurrent_residual'] = self._stats['recurrent_residual'].item()
+            out['state_norm'] = self._stats['state_norm'].item()
+            depths = self._stats['depths']
+            out['depth_mean'] = sum(depths) / len(depths)
+            out['depth_max'] = float(max(depths))
+        return out
+
+    def flops_per_token(self, seq_len):
+        """Training flops per token: 6 N for P, C, head; the recurrent block E[T] times forward
+        (2 N) and E[k] times backward (4 N); attention 4 (fwd) + 8 (bwd) * H * hd * seq_len per layer
+        application."""
+        cfg = self.config
+        d, attn_ctx = cfg.n_embd, cfg.n_head * cfg.head_dim * seq_len
+
+        def matmul(blocks):
+            return sum(m.weight.numel() for b in blocks for m in b.modules() if isinstance(m, nn.Linear))
+        ET, Ek = self.depth_moments()
+        once = matmul(self.prelude) + matmul(self.coda) + d * cfg.vocab_size
+        if cfg.readout:
+            once += d * d
+        if cfg.injection != 'add':
+            once += d * d  # B e, or the e half of W, once per forward
+        per_step = matmul(self.recur) + (d * d if cfg.injection == 'linear' else 0)
+        flops = 6 * once + (2 * ET + 4 * Ek) * per_step
+        flops += 12 * attn_ctx * (cfg.n_prelude + cfg.n_coda) + (4 * ET + 8 * Ek) * attn_ctx * cfg.n_recur_layers
+        return flops
