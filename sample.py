@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from configurator import ConfigError, check, parse_args
+from prepare_data import DataError, get_tokenizer
 from train import knob_names, load_checkpoint
 
 DEFAULTS = dict(
@@ -136,7 +137,6 @@ def main(argv):
         meta = ckpt.get('meta')
         if meta is None:
             raise ConfigError(f"the checkpoint in {args['out_dir']} carries no tokenizer description (meta)")
-        from prepare_data import get_tokenizer
         encode_raw, decode = get_tokenizer(meta)
 
         def encode(text):  # characters outside a char vocabulary: one line, not a traceback
@@ -179,7 +179,7 @@ def main(argv):
         for row in out:
             print(decode(row.tolist()))
             print('---------------')
-    except ConfigError as e:
+    except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
 
