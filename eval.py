@@ -1,0 +1,720 @@
+"""
+Evaluate a checkpoint (or compare several runs). Every result goes to --out (default
+out_dir/eval/) as JSON, and as a PNG where there is something to plot.
+
+    python eval.py --out_dir=out                          # loss, perplexity, bits/token, bits/byte
+    python eval.py --out_dir=out --stream=True            # the whole held-out stream, block by block
+    python eval.py --out_dir=out --sweep=num_recur=1..24  # Parcae test-time depth + L(T) fit
+    python eval.py --out_dir=out --sweep=Ts=1,2,4,6,8     # TextNCA inference-time Ts
+    python eval.py --out_dir=out --extrapolate=256,512,1024,2048
+    python eval.py --out_dir=out --infill=True --battery=True
+    python eval.py --out_dir=out --nca_steps=True --gates=True   # TextNCA Fig. 8 / Fig. 10
+    python eval.py --compare out-gpt out-parcae out-fon   # Markdown table + loss curves
+    python eval.py --out_dir=out --num_recur=16           # any forward knob, passed to every call
+
+Scoring. Default: train.py's own eval set (batches.get(split, -1 - k), k < eval_iters, with the
+checkpoint's seed, batch_size and block_size), so the val loss equals the one train.py logged.
+--stream=True: every complete block of block_size + 1 tokens of the split's stream, in order,
+the first token of a block context only, the trailing incomplete block dropped and the last short
+batch kept (the causal-workspace paper's protocol). Loss is the mean NLL over scored targets; bits
+per token = loss / ln 2; bits per byte = total NLL / ln 2 / the UTF-8 bytes the scored targets
+stand for (byte tokenizer: 1 per symbol, the row separator included, as the workspace paper
+counts it; char: the character's bytes; gpt2: the token's bytes).
+
+Analyses (each one figure): --sweep KNOB=V1,V2,... or KNOB=A..B for any knob of forward; for
+num_recur (or with --fit=True) the fit L(T) = L_inf + Z exp(-z T) (Parcae section 5.3: least
+squares, a grid over z with (L_inf, Z) solved linearly for each z, then a golden-section refine).
+--extrapolate: loss at each eval length on non-overlapping val blocks (same targets budget per
+length); a model with learned positions cannot go past its table: NaN with a note. --infill:
+holes made with train.py's make_holes on the val eval set (every sequence holed, the
+checkpoint's hole_stride and p_hole); full-vocabulary argmax hit rate at the holes (holes= passed
+when forward takes it), against the same model's no-hole baseline (argmax at p-1 on the unholed
+input predicting token p); holes at position 0 are left out of both. --battery: the synthetic
+skill battery, causal (greedy generation after the prompt equals the answer) and fill (the
+answer's tokens set to the MASK id, argmax at those positions), exact match per task.
+"""
+import json
+import math
+import os
+import sys
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import train
+from configurator import ConfigError, check, parse_args
+
+# ----------------------------------------------------------------------------- defaults
+out_dir = 'out'
+split = 'val'
+eval_iters = None        # None: the checkpoint's (train.py's eval set)
+batch_size = None        # None: the checkpoint's
+seed = None              # None: the checkpoint's (the eval set is a function of it)
+data_dir = None          # None: the checkpoint's
+dataset = None           # None: the checkpoint's
+stream = False           # score the whole split stream block by block
+sweep = ''               # 'KNOB=V1,V2,...' or 'KNOB=A..B'
+fit = False              # fit L(T) = L_inf + Z exp(-z T) to the sweep (always for num_recur)
+extrapolate = None       # 256,512,1024,2048 (lengths), or True for 1, 2, 4, 8 x the training length
+infill = False
+battery = False
+battery_n = 100          # examples per task
+nca_steps = False        # TextNCA: loss after every NCA step (model.step_losses)
+gates = False            # TextNCA: mean update/reset gates per step (model.gate_stats)
+compare = ''             # run folders (python eval.py --compare out-a out-b ...)
+out = ''                 # '': out_dir/eval (compare: <common parent>/compare)
+device = 'auto'
+dtype = 'auto'
+DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, type(None)))}
+FLAGS = ('stream', 'fit', 'infill', 'battery', 'nca_steps', 'gates')
+
+
+# ----------------------------------------------------------------------------- small helpers
+def split_argv(argv):
+    """eval.py's argv as configurator arguments: `--compare a b c` collects the folders,
+    `--sweep X` / `--extrapolate X` become `--key=X`, a bare flag means True, one bare
+    folder is out_dir."""
+    args, runs, i = [], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == '--compare':
+            while i + 1 < len(argv) and not argv[i + 1].startswith('--'):
+                runs.append(argv[i + 1])
+                i += 1
+            if not runs:
+                raise ConfigError('--compare needs run folders: --compare out-a out-b ...')
+        elif a in ('--sweep', '--extrapolate') and i + 1 < len(argv) and not argv[i + 1].startswith('--'):
+            args.append(f'{a}={argv[i + 1]}')
+            i += 1
+        elif a[2:] in FLAGS:
+            args.append(a + '=True')
+        elif not a.startswith('--'):
+            if not os.path.isdir(a):
+                raise ConfigError(f"eval.py takes --key=value arguments and a run folder; {a!r} is neither")
+            args.append(f'--out_dir={a}')
+        else:
+            args.append(a)
+        i += 1
+    return args, runs
+
+
+def resolve_device(device, dtype):
+    """(device, torch dtype, autocast context) as train.py picks them."""
+    dev = ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else device
+    device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
+    if dtype == 'auto':
+        dtype = 'bfloat16' if device_type == 'cuda' and torch.cuda.is_bf16_supported() else 'float32'
+    pt = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dtype)
+    if pt is None:
+        raise ConfigError(f"dtype must be auto, float32, bfloat16 or float16, got {dtype!r}")
+    ctx = nullcontext() if pt == torch.float32 else torch.autocast(device_type, dtype=pt)
+    return dev, pt, ctx
+
+
+def clean(x):
+    """JSON-safe: NaN/inf become null, tensors and numpy numbers plain Python."""
+    if isinstance(x, dict):
+        return {k: clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [clean(v) for v in x]
+    if isinstance(x, (torch.Tensor, np.ndarray)):
+        return clean(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def write_json(path, obj):
+    with open(path, 'w') as f:
+        json.dump(clean(obj), f, indent=1)
+    print(f"wrote {path}")
+
+
+def axes(title, xlabel, ylabel):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    return fig, ax
+
+
+def save_figure(fig, ax, path):
+    """Saves the figure; returns its number of data series (lines + bar groups)."""
+    import matplotlib.pyplot as plt
+    n = len(ax.get_lines()) + len(ax.containers)
+    if n > 1:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"wrote {path}")
+    return n
+
+
+def parse_values(text):
+    """'1,2,4' -> [1, 2, 4]; '1..24' -> 1..24 inclusive; words stay strings ('AR,PC')."""
+    import ast
+    text = str(text)
+    if '..' in text and ',' not in text:
+        a, b = text.split('..')
+        try:
+            return list(range(int(a), int(b) + 1))
+        except ValueError:
+            raise ConfigError(f"expected a range A..B of integers, got {text!r}")
+    vals = []
+    for v in text.strip('()[] ').split(','):
+        v = v.strip()
+        if not v:
+            continue
+        try:
+            vals.append(ast.literal_eval(v))
+        except (ValueError, SyntaxError):
+            vals.append(v)
+    if not vals:
+        raise ConfigError(f"no values in {text!r}")
+    return vals
+
+
+# ----------------------------------------------------------------------------- the L(T) fit
+def fit_exp_decay(T, L):
+    """Least-squares fit of L(T) = L_inf + Z exp(-z T) (Parcae section 5.3). For a fixed z the
+    model is linear in (L_inf, Z): solve that exactly on a log grid of z, then refine z by
+    golden-section search between the best grid point's neighbours."""
+    T, L = np.asarray(T, dtype=np.float64), np.asarray(L, dtype=np.float64)
+    ok = np.isfinite(L)
+    T, L = T[ok], L[ok]
+    if len(T) < 3:
+        raise ValueError("the fit needs at least 3 finite points")
+
+    def solve(z):
+        A = np.stack([np.ones_like(T), np.exp(-z * T)], 1)
+        coef, *_ = np.linalg.lstsq(A, L, rcond=None)
+        return float(((A @ coef - L) ** 2).sum()), coef
+
+    grid = np.logspace(-4, 2, 601) / max(T.max() - T.min(), 1.0) * 10
+    sse = [solve(z)[0] for z in grid]
+    i = int(np.argmin(sse))
+    a, b = np.log(grid[max(i - 1, 0)]), np.log(grid[min(i + 1, len(grid) - 1)])
+    g = (math.sqrt(5) - 1) / 2
+    c, d = b - g * (b - a), a + g * (b - a)
+    for _ in range(100):
+        if solve(math.exp(c))[0] < solve(math.exp(d))[0]:
+            b, d = d, c
+            c = b - g * (b - a)
+        else:
+            a, c = c, d
+            d = a + g * (b - a)
+    z = math.exp((a + b) / 2)
+    err, (L_inf, Z) = solve(z)
+    return {'L_inf': float(L_inf), 'Z': float(Z), 'z': z, 'rmse': math.sqrt(err / len(T)), 'points': int(len(T))}
+
+
+# ----------------------------------------------------------------------------- scoring
+def token_bytes(meta, vocab_size):
+    """UTF-8 bytes each token id stands for (for bits per byte); 0 for ids outside the
+    tokenizer (MASK, padding rows). None when the tokenizer cannot be loaded."""
+    if not meta:
+        return None
+    table = np.zeros(vocab_size, dtype=np.int64)
+    kind = meta.get('tokenizer')
+    if kind == 'byte':
+        table[:min(257, vocab_size)] = 1   # the row separator 256 is a scored symbol (workspace paper)
+    elif kind == 'char':
+        from prepare_data import get_tokenizer
+        _, decode = get_tokenizer(meta)
+        for i in range(min(meta['vocab_size'], vocab_size)):
+            table[i] = len(decode([i]).encode('utf-8'))
+    elif kind == 'gpt2':
+        try:
+            from prepare_data import gpt2_encoding
+            enc = gpt2_encoding(meta.get('bpe_vocab'))
+        except Exception:
+            return None
+        for i in range(min(enc.n_vocab, vocab_size)):
+            try:
+                table[i] = len(enc.decode_single_token_bytes(i))
+            except KeyError:
+                pass
+    else:
+        return None
+    return table
+
+
+def stream_batches(path, block_size, batch_size):
+    """(x, y) over every complete block of block_size + 1 tokens of a .bin stream, in order; the
+    last batch may be short, the incomplete trailing block is dropped."""
+    data = np.memmap(path, dtype=np.uint16, mode='r')
+    L = block_size + 1
+    n = len(data) // L
+    for b0 in range(0, n, batch_size):
+        b1 = min(n, b0 + batch_size)
+        xy = torch.from_numpy(data[b0 * L:b1 * L].astype(np.int64)).view(b1 - b0, L)
+        yield xy[:, :-1].contiguous(), xy[:, 1:].contiguous()
+
+
+class Evaluator:
+    """A loaded checkpoint with its data, device and knobs."""
+
+    def __init__(self, cfg, knobs):
+        self.opt = cfg
+        self.dev, self.ptdtype, self.ctx = resolve_device(cfg['device'], cfg['dtype'])
+        try:
+            self.model, ckpt = train.load_checkpoint(cfg['out_dir'], self.dev)
+        except RuntimeError as e:   # weights of other shapes than the model code builds now
+            raise ConfigError(f"the checkpoint in {cfg['out_dir']} does not fit the current model code: {str(e).splitlines()[0]}")
+        self.model.eval()
+        self.name = ckpt['model_name']
+        self.knob_names = [k for k in train.knob_names(self.model) if k != 'holes']
+        bad = [k for k in knobs if k not in self.knob_names]
+        if bad:
+            known = sorted(set(DEFAULTS) | set(self.knob_names))
+            raise ConfigError(f"unknown key '{bad[0]}': not an eval.py key nor a knob of {self.name}'s forward "
+                              f"(knobs: {', '.join(self.knob_names) or 'none'}; keys: {', '.join(known)})")
+        self.knobs = knobs
+        self.tcfg = dict(ckpt['config'])   # the full training config
+        self.iter_num = ckpt.get('iter_num')
+        for k in ('batch_size', 'seed', 'data_dir', 'dataset', 'eval_iters'):
+            if cfg[k] is not None:
+                self.tcfg[k] = cfg[k]
+        self.meta = train.read_meta(self.tcfg)
+        if self.meta is None:
+            raise ConfigError(f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}/meta.json not found: eval needs the "
+                              f"checkpoint's data (set --data_dir / --dataset)")
+        self.vocab = self.model.config.vocab_size
+        mid = self.tcfg.get('mask_id')
+        self.mask_id = mid if mid is not None else self.meta.get('mask_id', self.meta['vocab_size'])
+        self.bytes = token_bytes(self.meta, self.vocab)
+        self.accepts_holes = 'holes' in train.knob_names(self.model)
+
+    def batches(self, split, p_synth=None):
+        cfg = dict(self.tcfg)
+        if split != 'train':
+            cfg['p_synth'] = 0.0   # val batches never mix in synth data; do not require its files
+        return train.Batches(cfg, 0, 1, self.mask_id)
+
+    def forward(self, x, y=None, **extra):
+        kw = {**self.knobs, **extra}
+        if 'holes' in kw and not self.accepts_holes:
+            kw.pop('holes')
+        with self.ctx:
+            return self.model(x.to(self.dev), None if y is None else y.to(self.dev), **kw)
+
+    def data_batches(self, split, block_size=None, max_targets=None):
+        """The (x, y, holes) batches scoring walks through: train.py's eval set, or the stream."""
+        T = block_size or self.tcfg['block_size']
+        if self.opt['stream'] or block_size is not None:
+            path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
+            if not os.path.isfile(path):
+                raise ConfigError(f"{path} not found")
+            bs = max(1, self.tcfg['batch_size'] * self.tcfg['block_size'] // T)
+            seen = 0
+            for x, y in stream_batches(path, T, bs):
+                if max_targets is not None and seen >= max_targets:
+                    break
+                if max_targets is not None and seen + y.numel() > max_targets:
+                    keep = max(1, (max_targets - seen) // T)
+                    x, y = x[:keep], y[:keep]
+                seen += y.numel()
+                yield x, y, None
+            return
+        b = self.batches(split)
+        for k in range(self.tcfg['eval_iters']):
+            yield b.get(split, -1 - k)
+
+    @torch.no_grad()
+    def score(self, split, block_size=None, max_targets=None, **extra):
+        """Mean NLL (the model's own loss, weighted by scored targets), perplexity, bits."""
+        nll, n, nbytes = 0.0, 0, 0
+        for x, y, holes in self.data_batches(split, block_size, max_targets):
+            kw = dict(extra)
+            if holes is not None and self.accepts_holes:
+                kw['holes'] = holes.to(self.dev)
+            _, loss = self.forward(x, y, **kw)
+            k = int((y != -1).sum())
+            nll += loss.double().item() * k
+            n += k
+            if self.bytes is not None:
+                nbytes += int(self.bytes[y[y != -1].numpy()].sum())
+        if n == 0:
+            raise ConfigError(f"no {split} tokens to score (the stream is shorter than block_size + 1)")
+        loss = nll / n
+        return {'loss': loss, 'perplexity': math.exp(min(loss, 700)), 'bits_per_token': loss / math.log(2),
+                'bits_per_byte': nll / math.log(2) / nbytes if nbytes else None, 'tokens': n, 'bytes': nbytes}
+
+    def outpath(self, name):
+        d = self.opt['out'] or os.path.join(self.opt['out_dir'], 'eval')
+        os.makedirs(d, exist_ok=True)
+        return os.path.join(d, name)
+
+    def protocol(self):
+        if self.opt['stream']:
+            return f"stream (every complete block of {self.tcfg['block_size'] + 1})"
+        return f"train.py eval set ({self.tcfg['eval_iters']} x {self.tcfg['batch_size']} x {self.tcfg['block_size']})"
+
+
+# ----------------------------------------------------------------------------- analyses
+def run_score(ev):
+    split = ev.opt['split']
+    r = ev.score(split)
+    bpb = f"{r['bits_per_byte']:.4f}" if r['bits_per_byte'] is not None else 'n/a'
+    print(f"{ev.name} {split}: loss {r['loss']:.4f}, perplexity {r['perplexity']:.3f}, "
+          f"bits/token {r['bits_per_token']:.4f}, bits/byte {bpb}, {r['tokens']:,} tokens scored ({ev.protocol()})")
+    write_json(ev.outpath(f"{'stream' if ev.opt['stream'] else 'score'}_{split}.json"),
+               {'model': ev.name, 'split': split, 'protocol': ev.protocol(), 'knobs': ev.knobs, **r})
+    return r
+
+
+def run_sweep(ev):
+    if '=' not in ev.opt['sweep']:
+        raise ConfigError(f"--sweep expects KNOB=V1,V2,..., got {ev.opt['sweep']!r}")
+    knob, vals = ev.opt['sweep'].split('=', 1)
+    if knob not in ev.knob_names:
+        raise ConfigError(f"{ev.name} has no knob '{knob}' (its forward takes: {', '.join(ev.knob_names) or 'none'})")
+    values = parse_values(vals)
+    split, rows = ev.opt['split'], []
+    for v in values:
+        r = ev.score(split, **{knob: v})
+        rows.append(r)
+        print(f"{knob}={v}: loss {r['loss']:.4f}, perplexity {r['perplexity']:.3f}")
+    res = {'model': ev.name, 'split': split, 'protocol': ev.protocol(), 'knob': knob, 'values': values,
+           **{k: [r[k] for r in rows] for k in ('loss', 'perplexity', 'bits_per_token', 'bits_per_byte', 'tokens')}}
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    if numeric and (knob == 'num_recur' or ev.opt['fit']):
+        try:
+            f = fit_exp_decay(values, res['loss'])
+            res['fit'] = f
+            print(f"fit L(T) = L_inf + Z exp(-z T): L_inf {f['L_inf']:.4f}, Z {f['Z']:.4f}, z {f['z']:.4f}, "
+                  f"rmse {f['rmse']:.2e} ({f['points']} points)")
+        except ValueError as e:
+            print(f"no fit: {e}")
+    fig, ax = axes(f"{ev.name}: {split} loss vs {knob}", knob, f'{split} loss (nats/token)')
+    if numeric:
+        ax.plot(values, res['loss'], 'o-', label='measured')
+    else:
+        ax.plot(range(len(values)), res['loss'], 'o-', label='measured')
+        ax.set_xticks(range(len(values)), [str(v) for v in values])
+    if 'fit' in res:
+        f = res['fit']
+        t = np.linspace(min(values), max(values), 200)
+        ax.plot(t, f['L_inf'] + f['Z'] * np.exp(-f['z'] * t), '--',
+                label=f"fit {f['L_inf']:.3f} + {f['Z']:.3f} exp(-{f['z']:.3f} {knob})")
+    res['series'] = save_figure(fig, ax, ev.outpath(f'sweep_{knob}.png'))
+    write_json(ev.outpath(f'sweep_{knob}.json'), res)
+    return res
+
+
+def run_extrapolate(ev):
+    T0 = ev.tcfg['block_size']
+    spec = ev.opt['extrapolate']
+    if spec is True:
+        lengths = [T0 * m for m in (1, 2, 4, 8)]
+    elif isinstance(spec, (tuple, list)):
+        lengths = list(spec)
+    else:
+        lengths = [spec] if isinstance(spec, int) else parse_values(spec)
+    if not all(isinstance(v, int) and v > 0 for v in lengths):
+        raise ConfigError(f"--extrapolate expects positive integer lengths, got {spec!r}")
+    path = os.path.join(ev.tcfg['data_dir'], ev.tcfg['dataset'], f"{ev.opt['split']}.bin")
+    n_stream = len(np.memmap(path, dtype=np.uint16, mode='r'))
+    # the same number of scored targets at every length: what fits the longest length's blocks
+    budget = None
+    if not ev.opt['stream']:
+        budget = max(ev.tcfg['eval_iters'] * ev.tcfg['batch_size'] * T0, max(lengths))
+    rows = []
+    for L in lengths:
+        row = {'length': L, 'loss': float('nan'), 'perplexity': float('nan'), 'tokens': 0, 'note': ''}
+        if n_stream < L + 1:
+            row['note'] = f'the {ev.opt["split"]} stream holds {n_stream} tokens, fewer than {L + 1}'
+        else:
+            try:
+                r = ev.score(ev.opt['split'], block_size=L, max_targets=budget)
+                row.update(loss=r['loss'], perplexity=r['perplexity'], tokens=r['tokens'])
+            except (ValueError, IndexError, RuntimeError) as e:  # e.g. past a learned position table
+                row['note'] = str(e).splitlines()[0][:200]
+        rows.append(row)
+    ref = next((r['loss'] for r in rows if r['length'] == T0 and math.isfinite(r['loss'])), None)
+    print(f"| eval length | loss | perplexity | vs {T0} | tokens | note |\n|---|---|---|---|---|---|")
+    for r in rows:
+        r['delta_pct'] = 100 * (r['perplexity'] / math.exp(ref) - 1) if ref is not None else float('nan')
+        print(f"| {r['length']} | {r['loss']:.4f} | {r['perplexity']:.3f} | {r['delta_pct']:+.1f}% | {r['tokens']:,} | {r['note']} |")
+    fig, ax = axes(f"{ev.name}: length extrapolation (trained at {T0})", 'eval length (tokens)', f"{ev.opt['split']} loss (nats/token)")
+    ax.set_xscale('log', base=2)
+    ax.plot([r['length'] for r in rows], [r['loss'] for r in rows], 'o-', label=ev.name)
+    res = {'model': ev.name, 'train_length': T0, 'rows': rows,
+           'protocol': 'non-overlapping blocks of length+1 from the start of the stream' +
+                       ('' if budget is None else f', about {budget} targets per length')}
+    res['series'] = save_figure(fig, ax, ev.outpath('extrapolate.png'))
+    write_json(ev.outpath('extrapolate.json'), res)
+    return res
+
+
+@torch.no_grad()
+def run_infill(ev):
+    if ev.mask_id >= ev.vocab:
+        raise ConfigError(f"the model has {ev.vocab} embedding rows, no row for the MASK id {ev.mask_id}: "
+                          f"hole fine-tune it (train.py --p_fill=0.5) or train with a larger vocab_size")
+    cfg = {**ev.tcfg, 'p_fill': 1.0}
+    b = ev.batches(ev.opt['split'])
+    hit = base = n = 0
+    hole_nll = 0.0
+    for k in range(ev.tcfg['eval_iters']):
+        x, y, _ = b.get(ev.opt['split'], -1 - k)
+        g = b.generator('infill', k)
+        _, _, holes = train.make_holes(x, y, cfg, ev.mask_id, g)
+        holes[:, 0] = False    # no p-1 to compare with at position 0
+        xh = x.masked_fill(holes, ev.mask_id)
+        if not holes.any():
+            continue
+        logits, _ = ev.forward(xh, holes=holes.to(ev.dev))
+        logits = logits.float().cpu()
+        hit += int((logits[holes].argmax(-1) == x[holes]).sum())
+        hole_nll += F.cross_entropy(logits[holes], x[holes], reduction='sum').item()
+        clean_logits, _ = ev.forward(x)
+        prev = torch.roll(holes, -1, dims=1)     # p-1 for every hole p
+        base += int((clean_logits.float().cpu()[prev].argmax(-1) == x[holes]).sum())
+        n += int(holes.sum())
+    if n == 0:
+        raise ConfigError("no holes were drawn; raise --eval_iters")
+    res = {'model': ev.name, 'holes': n, 'infill_acc': hit / n, 'baseline_acc': base / n,
+           'hole_loss': hole_nll / n, 'holes_passed': ev.accepts_holes,
+           'hole_stride': ev.tcfg['hole_stride'], 'p_hole': ev.tcfg['p_hole'],
+           'protocol': 'make_holes on the val eval set, every sequence holed; baseline: argmax at p-1 on the unholed input'}
+    print(f"infill: accuracy at {n} holes {100 * res['infill_acc']:.2f}% vs no-hole baseline "
+          f"{100 * res['baseline_acc']:.2f}% (hole loss {res['hole_loss']:.4f})")
+    fig, ax = axes(f"{ev.name}: infill accuracy at holes", 'prediction', 'argmax accuracy (%)')
+    ax.bar(['fill at hole', 'no-hole baseline'], [100 * res['infill_acc'], 100 * res['baseline_acc']], color=['C0', 'C7'])
+    ax.set_ylim(0, 100)
+    res['series'] = save_figure(fig, ax, ev.outpath('infill.png'))
+    write_json(ev.outpath('infill.json'), res)
+    return res
+
+
+def battery_examples(ev, n):
+    """{task: [(prompt, answer)]}: the synthetic dataset's own val examples when the checkpoint was
+    trained on it (or mixed it in with p_synth), else fresh ones from the val seed."""
+    import prepare_data as pd
+    meta = ev.meta
+    if ev.tcfg.get('p_synth', 0) > 0:
+        meta = train.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': ev.tcfg['synth_dataset']}) or meta
+    if 'tasks' in meta and 'n_train' in meta:
+        val = pd.synthetic_split(meta['seed'], meta['n_train'], meta['n_val'])['val']
+        out = {}
+        for t, p, a in val:
+            if len(out.setdefault(t, [])) < n:
+                out[t].append((p, a))
+        return meta, out
+    return meta, {t: pd.synthetic_examples(t, n, 1337 + pd.VAL_SEED_OFFSET) for t in pd.TASKS}
+
+
+@torch.no_grad()
+def run_battery(ev):
+    import prepare_data as pd
+    meta, tasks = battery_examples(ev, ev.opt['battery_n'])
+    encode, _ = pd.get_tokenizer(meta)
+    mask = meta.get('mask_id', ev.mask_id)
+    fill_ok = mask < ev.vocab
+    rows = {}
+    for task, exs in tasks.items():
+        enc = []
+        for p, a in exs:
+            try:
+                ids, pos = pd.encode_example(p, a, encode)
+            except ValueError as e:
+                raise ConfigError(f"battery task {task}: {str(e).splitlines()[0]}")
+            if len(ids) <= ev.model.config.block_size:
+                enc.append((ids, pos))
+        causal = fill = 0
+        groups = {}
+        for ids, pos in enc:        # batch examples whose prompts have the same length
+            groups.setdefault(pos[0], []).append((ids, pos))
+        for start, grp in groups.items():
+            x = torch.tensor([ids[:start] for ids, _ in grp])
+            want = [ids[pos[0]:pos[-1] + 1] for ids, pos in grp]
+            for _ in range(max(len(w) for w in want)):   # greedy generation
+                logits, _ = ev.forward(x)
+                x = torch.cat([x, logits[:, -1].float().argmax(-1, keepdim=True).cpu()], 1)
+            causal += sum(x[i, start:start + len(w)].tolist() == w for i, w in enumerate(want))
+        if fill_ok:
+            by_len = {}
+            for ids, pos in enc:
+                by_len.setdefault(len(ids), []).append((ids, pos))
+            for grp in by_len.values():
+                x = torch.tensor([ids for ids, _ in grp])
+                holes = torch.zeros_like(x, dtype=torch.bool)
+                for i, (_, pos) in enumerate(grp):
+                    holes[i, pos] = True
+                logits, _ = ev.forward(x.masked_fill(holes, mask), holes=holes.to(ev.dev))
+                pred = logits.float().argmax(-1).cpu()
+                fill += sum(bool((pred[i][holes[i]] == x[i][holes[i]]).all()) for i in range(len(grp)))
+        rows[task] = {'n': len(enc), 'causal': causal / max(len(enc), 1),
+                      'fill': fill / max(len(enc), 1) if fill_ok else float('nan')}
+    print("| task | examples | causal | fill |\n|---|---|---|---|")
+    for t, r in rows.items():
+        print(f"| {t} | {r['n']} | {100 * r['causal']:.1f}% | {100 * r['fill']:.1f}% |")
+    names = list(rows)
+    fig, ax = axes(f"{ev.name}: synthetic battery", 'task', 'exact match (%)')
+    w = 0.4
+    ax.bar(np.arange(len(names)) - w / 2, [100 * rows[t]['causal'] for t in names], w, label='causal (generate)')
+    ax.bar(np.arange(len(names)) + w / 2, [100 * np.nan_to_num(rows[t]['fill']) for t in names], w,
+           label='fill (answer at MASK)' if fill_ok else 'fill (no MASK row)')
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylim(0, 100)
+    res = {'model': ev.name, 'tasks': rows, 'mask_id': mask,
+           'protocol': 'causal: greedy generation after the prompt equals the answer; fill: answer tokens '
+                       'set to the MASK id, argmax at those positions equals the answer'}
+    res['series'] = save_figure(fig, ax, ev.outpath('battery.png'))
+    write_json(ev.outpath('battery.json'), res)
+    return res
+
+
+def run_nca_steps(ev):
+    m = ev.model
+    if not (hasattr(m, 'step_losses') and hasattr(m, 'step_names')):
+        raise ConfigError(f"{ev.name} has no per-step losses (nca_steps needs model.step_losses and model.step_names)")
+    Ts = ev.knobs.get('Ts')
+    total, n = None, 0
+    for x, y, _ in ev.data_batches(ev.opt['split']):
+        with ev.ctx:
+            losses = m.step_losses(x.to(ev.dev), y.to(ev.dev), Ts=Ts).double().cpu()
+        total = losses if total is None else total + losses
+        n += 1
+    losses = (total / n).tolist()
+    names = m.step_names(Ts)
+    for name, l in zip(names, losses):
+        print(f"{name}: {l:.4f}")
+    fig, ax = axes(f"{ev.name}: loss after every NCA step", 'NCA step', f"{ev.opt['split']} loss (nats/token)")
+    ax.plot(range(len(losses)), losses, 'o-')
+    ax.set_xticks(range(len(names)), names, rotation=90, fontsize=7)
+    res = {'model': ev.name, 'steps': names, 'loss': losses, 'Ts': Ts or m.config.Ts}
+    res['series'] = save_figure(fig, ax, ev.outpath('nca_steps.png'))
+    write_json(ev.outpath('nca_steps.json'), res)
+    return res
+
+
+def run_gates(ev):
+    m = ev.model
+    if not hasattr(m, 'gate_stats'):
+        raise ConfigError(f"{ev.name} has no gate statistics (gates needs model.gate_stats)")
+    Ts = ev.knobs.get('Ts')
+    acc, n, steps = {}, 0, None
+    for x, _, _ in ev.data_batches(ev.opt['split']):
+        try:
+            with ev.ctx, torch.no_grad():
+                s = m.gate_stats(x.to(ev.dev), Ts=Ts)
+        except ValueError as e:
+            raise ConfigError(str(e))
+        steps = s.pop('steps')
+        for k, v in s.items():
+            acc[k] = acc.get(k, 0) + v.double().cpu()
+        n += 1
+    stats = {k: (v / n).tolist() for k, v in acc.items()}
+    fig, ax = axes(f"{ev.name}: mean gate per NCA step", 'NCA step', 'gate value')
+    for kind in ('update', 'reset'):
+        if f'{kind}_mean' in stats:
+            mu, sd = np.array(stats[f'{kind}_mean']), np.array(stats.get(f'{kind}_std', [0] * len(steps)))
+            ax.plot(range(len(mu)), mu, 'o-', label=f'{kind} gate')
+            ax.fill_between(range(len(mu)), mu - sd, mu + sd, alpha=0.2)
+            print(f"{kind} gate mean per step: " + ' '.join(f'{v:.3f}' for v in mu))
+    ax.set_xticks(range(len(steps)), steps, rotation=90, fontsize=7)
+    res = {'model': ev.name, 'steps': steps, **stats,
+           'note': 'mean and std over hidden dims of the per-dim mean over batch and positions'}
+    res['series'] = save_figure(fig, ax, ev.outpath('gates.png'))
+    write_json(ev.outpath('gates.json'), res)
+    return res
+
+
+# ----------------------------------------------------------------------------- compare
+def read_run(path):
+    """A run folder's config, model size and log (no weights are loaded)."""
+    cfg_path, log_path = os.path.join(path, 'config.json'), os.path.join(path, 'log.jsonl')
+    if os.path.isfile(cfg_path):
+        cfg = json.load(open(cfg_path))
+    elif os.path.isfile(os.path.join(path, 'ckpt.pt')):
+        cfg = torch.load(os.path.join(path, 'ckpt.pt'), map_location='cpu', weights_only=False)['config']
+    else:
+        raise ConfigError(f"{path} is not a run folder (no config.json or ckpt.pt)")
+    cfg = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}
+    with torch.device('meta'):
+        m = train.build_model(cfg['model'], cfg)
+    log = [json.loads(l) for l in open(log_path)] if os.path.isfile(log_path) else []
+    tpi = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
+    evals = [r for r in log if r.get('kind') == 'eval']
+    trains = [r for r in log if r.get('kind') == 'train']
+    last = evals[-1] if evals else {}
+    return {'run': path, 'model': cfg['model'], 'params': m.num_params(),
+            'flops_per_token': m.flops_per_token(cfg['block_size']),
+            'tokens': last.get('tokens', last.get('iter', 0) * tpi), 'iter': last.get('iter'),
+            'val_loss': last.get('val_loss', float('nan')),
+            'perplexity': math.exp(last['val_loss']) if 'val_loss' in last else float('nan'),
+            'train_curve': [(r['iter'] * tpi, r['loss']) for r in trains],
+            'val_curve': [(r.get('tokens', r['iter'] * tpi), r['val_loss']) for r in evals]}
+
+
+def run_compare(runs, opt):
+    rows = [read_run(r) for r in runs]
+    print("| run | model | parameters | training tokens | FLOPs/token | val loss | perplexity |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['run']} | {r['model']} | {r['params'] / 1e6:.2f}M | {r['tokens']:,} | {r['flops_per_token'] / 1e6:.1f}M "
+              f"| {r['val_loss']:.4f} | {r['perplexity']:.2f} |")
+    d = opt['out'] or os.path.join(os.path.commonpath([os.path.abspath(r) for r in runs]), 'compare')
+    os.makedirs(d, exist_ok=True)
+    fig, ax = axes('loss curves (train: lines, val: markers)', 'training tokens', 'loss (nats/token)')
+    for i, r in enumerate(rows):
+        base = os.path.basename(os.path.normpath(r['run']))
+        label = base if base == r['model'] else f"{base} ({r['model']})"
+        if r['train_curve']:
+            t, l = zip(*r['train_curve'])
+            ax.plot(t, l, '-', color=f'C{i}', alpha=0.6, lw=1, label=f'{label} train')
+        if r['val_curve']:
+            t, l = zip(*r['val_curve'])
+            ax.plot(t, l, 'o--', color=f'C{i}', ms=4, label=f'{label} val')
+    res = {'runs': rows, 'note': 'val loss: the last eval train.py logged (its eval_iters batches)'}
+    res['series'] = save_figure(fig, ax, os.path.join(d, 'loss_curves.png'))
+    write_json(os.path.join(d, 'compare.json'), res)
+    return res
+
+
+# ----------------------------------------------------------------------------- main
+def main(argv):
+    try:
+        args, runs = split_argv(argv)
+        given = parse_args(args)
+        opt = {**DEFAULTS, **check({k: v for k, v in given.items() if k in DEFAULTS}, DEFAULTS)}
+        knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
+        if opt['compare']:
+            runs += [r for r in str(opt['compare']).split(',') if r]
+        if runs:
+            if knobs:
+                raise ConfigError(f"unknown key '{next(iter(knobs))}' (--compare reads logs, no knobs)")
+            return {'compare': run_compare(runs, opt)}
+        if opt['stream'] and opt['eval_iters'] is not None:
+            raise ConfigError("--stream=True scores the whole split; it does not take --eval_iters")
+        if opt['split'] not in ('train', 'val', 'test'):
+            raise ConfigError(f"split must be train, val or test, got {opt['split']!r}")
+        if opt['split'] == 'test' and not opt['stream']:
+            raise ConfigError("the test split has no train.py eval set; use --stream=True")
+        torch.manual_seed(0)
+        ev = Evaluator(opt, knobs)
+        jobs = [(opt['sweep'], run_sweep), (opt['extrapolate'], run_extrapolate), (opt['infill'], run_infill),
+                (opt['battery'], run_battery), (opt['nca_steps'], run_nca_steps), (opt['gates'], run_gates)]
+        results = {}
+        if not any(flag for flag, _ in jobs):
+            results['score'] = run_score(ev)
+        for flag, job in jobs:
+            if flag:
+                results[job.__name__[4:]] = job(ev)
+        return results
+    except (ConfigError, ValueError) as e:   # bad input (a knob value a model rejects, too): one line
+        train.fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
