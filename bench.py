@@ -1,0 +1,390 @@
+"""
+Speed and memory of every model, side by side, measured one after the other in one process.
+
+    python bench.py                                        # every registered model, shared CPU shape
+    python bench.py --models=gpt,parcae --device=cuda --dtype=bfloat16 --compile=True
+    python bench.py config/fon_tf_d256.py config/fon_d256_t1.py --batch_size=16   # first = reference
+    python bench.py --decode=True --max_context=2048       # per-token decode latency, state memory
+    python bench.py --json=bench.json                      # the records, as a JSON list
+
+Training step = forward + backward + the optimizer step train.py would build for the model
+(train.make_optimizers: AdamW, plus Muon for the groups a model's optim_groups sends there),
+timed after `warmup` steps as the median of `iters` steps on one fixed random batch. ratio =
+ms_per_step / the reference's (GPT in --models mode when measured, else the first model);
+flops_ratio likewise for flops_per_token. Achieved FLOP/s = flops_per_token(T) * B * T / step
+time; MFU against train.peak_flops: the spec sheet's dense bf16 peak on a known CUDA device, else
+the measured matmul peak of this machine (train.measure_peak_flops), so MFU means something on a CPU.
+
+Peak memory. CUDA: torch.cuda.max_memory_allocated over the timed steps. CPU (no allocator
+statistics): parameters + gradients + optimizer state + every tensor autograd saves for backward
+in one step (torch.autograd.graph.saved_tensors_hooks, counted once per storage, parameters
+excluded); short-lived temporaries inside an op are not counted, so it is a lower bound that ranks
+models by what they keep alive.
+
+The shared shape (--models mode): vocab_size, block_size, n_head and depth n_layer as given (Parcae
+splits the depth into prelude / recurrent block / coda, L/3 each, at least 1 / L-2 / 1; TextNCA and
+the workspace keep their own structure: 3 stages, 4 rounds of one block). GPT is the reference at
+width n_embd. Every other model is sized to GPT's parameter count: its width is the multiple of
+2 * n_head that comes closest (d_ff at the model's own ratio to the width), then d_ff, where the
+model has one, is solved for the exact count (rounded to a multiple of 8). The params column
+shows what that reached.
+
+Decode (--decode=True): every model with decode_init/decode_step (GPT: its KV cache), batch 1,
+fed a random sequence token by token; at each context length the state's size (tensor storage held
+by the state, counted once) and the median latency of the next decode_iters tokens. block_size is
+raised to the longest context so learned position tables reach it.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import train
+from configurator import ConfigError, check, parse_args
+from eval import resolve_device
+
+# ----------------------------------------------------------------------------- defaults
+models = ''              # 'gpt,parcae,...'; '' = every registered model that imports
+batch_size = None        # None: 8 (shared shape) or the config file's
+block_size = None        # None: 256 (shared shape) or the config file's
+n_embd = 256             # the shared shape (GPT's width)
+n_head = 4
+n_layer = 4
+vocab_size = 4096
+warmup = 3
+iters = 10
+compile = None           # None: on for CUDA
+dtype = 'auto'
+device = 'auto'
+json_path = ''           # --json=PATH
+decode = False
+contexts = (512, 1024, 2048, 4096, 8192)
+max_context = None       # None: 8192 on CUDA, 2048 on CPU
+decode_iters = 8
+seed = 1337
+DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, tuple, type(None)))}
+
+
+# ----------------------------------------------------------------------------- model configs
+def params_of(name, cfg):
+    with torch.device('meta'):
+        return train.build_model(name, cfg).num_params()
+
+
+def structure(name, opt):
+    """Per-model structure at the shared shape (everything else: the model's defaults)."""
+    L = opt['n_layer']
+    if name == 'parcae':
+        p = max(1, L // 3)
+        return {'n_prelude': p, 'n_recur_layers': max(1, L - 2 * p), 'n_coda': p}
+    return {}
+
+
+def size_to(name, cfg, target, step):
+    """The width (multiple of step) whose count comes closest to target, then d_ff solved exactly."""
+    fields = train.model_fields(name)
+    if 'n_embd' not in fields:
+        return cfg
+    d0_ff, d0 = fields.get('d_ff'), fields['n_embd']
+
+    def at(d, dff=None):
+        c = {**cfg, 'n_embd': d}
+        if 'd_ff' in fields:
+            c['d_ff'] = dff if dff is not None else (None if d0_ff is None else max(8, round(d0_ff * d / d0 / 8) * 8))
+        return c
+    def count(k):  # parameters at width k * step (the count grows with the width: bisect)
+        try:
+            return params_of(name, at(k * step))
+        except (ValueError, AssertionError, TypeError, RuntimeError, ConfigError):
+            return None
+    lo, hi = 1, 4 * cfg['n_embd'] // step
+    while count(lo) is None and lo < hi:
+        lo += 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        c = count(mid)
+        if c is None or c < target:
+            lo = mid + 1
+        else:
+            hi = mid
+    cands = [(abs(c - target), k) for k in (lo - 1, lo) if k >= 1 and (c := count(k)) is not None]
+    if not cands:
+        return cfg
+    d = min(cands)[1] * step
+    if 'd_ff' not in fields:
+        return at(d)
+    a, b = 4 * d, 4 * d + 64
+    pa, pb = params_of(name, at(d, a)), params_of(name, at(d, b))
+    dff = round((a + (target - pa) * (b - a) / (pb - pa)) / 8) * 8 if pb != pa else a
+    return at(d, dff) if d // 2 <= dff <= 16 * d else at(d)
+
+
+def shared_configs(names, opt):
+    base = {**train.DEFAULTS, 'block_size': opt['block_size'] or 256, 'batch_size': opt['batch_size'] or 8,
+            'vocab_size': opt['vocab_size'], 'n_embd': opt['n_embd'], 'n_head': opt['n_head'],
+            'n_layer': opt['n_layer'], 'dropout': 0.0, 'optimizer': 'adamw'}
+    target = params_of('gpt', base)
+    out = []
+    for name in names:
+        cfg = {**base, 'model': name, **structure(name, opt)}
+        if name != 'gpt':
+            cfg = size_to(name, cfg, target, 2 * opt['n_head'])
+        out.append((name, cfg))
+    return out
+
+
+def file_configs(paths, opt):
+    """A config file resolved as train.py resolves it, with --batch_size / --block_size applied."""
+    out = []
+    for path in paths:
+        extra = [f'--{k}={opt[k]}' for k in ('batch_size', 'block_size') if opt[k] is not None]
+        cfg = train.resolve_config([path] + extra)
+        if cfg['vocab_size'] is None:
+            meta = train.read_meta(cfg)
+            if meta is not None:
+                cfg['vocab_size'] = train.dataset_vocab(cfg, meta)[0]
+            else:
+                cfg['vocab_size'] = train.model_fields(cfg['model'])['vocab_size']
+        out.append((os.path.splitext(os.path.basename(path))[0], cfg))
+    return out
+
+
+def registered(opt):
+    names = [n for n in opt['models'].split(',') if n] if opt['models'] else list(train.MODELS)
+    ok = []
+    for n in names:
+        try:
+            train.model_classes(n)
+            ok.append(n)
+        except ConfigError:
+            raise
+        except (ImportError, AttributeError) as e:
+            if opt['models']:
+                raise ConfigError(f"model '{n}' does not import: {e}")
+            print(f"skipping {n}: {e}", file=sys.stderr)
+    if 'gpt' in ok:   # the reference first
+        ok.remove('gpt')
+        ok.insert(0, 'gpt')
+    return ok
+
+
+# ----------------------------------------------------------------------------- measurements
+def storage_bytes(obj, seen=None):
+    """Bytes of tensor storage reachable from obj (dicts, lists, tuples), each storage once."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        s = obj.untyped_storage()
+        if s.data_ptr() in seen:
+            return 0
+        seen.add(s.data_ptr())
+        return s.nbytes()
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(storage_bytes(o, seen) for o in obj)
+    return 0
+
+
+def cpu_step_bytes(model, opts, loss_fn):
+    """Parameters + gradients + optimizer state + tensors saved for backward (see the docstring)."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved = {}
+
+    def pack(t):
+        try:
+            s = t.untyped_storage()
+            if s.data_ptr() not in params:
+                saved[s.data_ptr()] = s.nbytes()
+        except (RuntimeError, NotImplementedError):
+            pass
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = loss_fn()
+    loss.backward()
+    for o in opts:
+        o.step()
+        o.zero_grad(set_to_none=True)
+    p = sum(q.numel() * q.element_size() for q in model.parameters())
+    g = sum(q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
+    state = storage_bytes([list(o.state.values()) for o in opts])
+    return p + g + state + sum(saved.values())
+
+
+def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak):
+    device_type = 'cuda' if dev.startswith('cuda') else 'cpu'
+    sync = torch.cuda.synchronize if device_type == 'cuda' else (lambda: None)
+    torch.manual_seed(opt['seed'])
+    model = train.build_model(cfg['model'], cfg).to(dev)
+    model.train()
+    opts = train.make_optimizers(model, cfg, device_type)
+    use_compile = opt['compile'] if opt['compile'] is not None else device_type == 'cuda'
+    run = torch.compile(model) if use_compile else model
+    B, T, V = cfg['batch_size'], cfg['block_size'], model.config.vocab_size
+    g = torch.Generator().manual_seed(opt['seed'])
+    x, y = (torch.randint(V, (B, T), generator=g).to(dev) for _ in range(2))
+
+    def loss_fn(m=run):
+        with ctx:
+            return m(x, y)[1]
+
+    def step():
+        loss_fn().backward()
+        for o in opts:
+            o.step()
+            o.zero_grad(set_to_none=True)
+    for _ in range(opt['warmup']):
+        step()
+    if device_type == 'cuda':
+        torch.cuda.reset_peak_memory_stats(dev)
+    times = []
+    for _ in range(opt['iters']):
+        sync()
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    if device_type == 'cuda':
+        mem = torch.cuda.max_memory_allocated(dev)
+    else:
+        mem = cpu_step_bytes(model, opts, lambda: loss_fn(model))
+    s = statistics.median(times)
+    fpt = model.flops_per_token(T)
+    rec = {'model': name, 'arch': cfg['model'], 'params': model.num_params(), 'flops_per_token': fpt,
+           'ms_per_step': 1000 * s, 'tokens_per_s': B * T / s, 'peak_mem_mb': mem / 2 ** 20,
+           'flops_per_s': fpt * B * T / s, 'mfu': fpt * B * T / s / peak, 'batch_size': B, 'block_size': T,
+           'n_embd': getattr(model.config, 'n_embd', None), 'd_ff': getattr(model.config, 'd_ff', None)}
+    del model, run, opts
+    if device_type == 'cuda':
+        torch.cuda.empty_cache()
+    return rec
+
+
+@torch.no_grad()
+def bench_decode(name, cfg, opt, dev, ctx, lengths):
+    sync = torch.cuda.synchronize if dev.startswith('cuda') else (lambda: None)
+    torch.manual_seed(opt['seed'])
+    model = train.build_model(cfg['model'], {**cfg, 'block_size': max(lengths) + opt['decode_iters'] + 1}).to(dev)
+    model.eval()
+    V = model.config.vocab_size
+    toks = torch.randint(V, (max(lengths) + opt['decode_iters'] + 1, 1), device=dev)
+    state, pos, rows = model.decode_init(1, dev), 0, []
+    for L in sorted(lengths):
+        with ctx:
+            while pos < L:
+                _, state = model.decode_step(toks[pos], state)
+                pos += 1
+        mem = storage_bytes(state)
+        times = []
+        for _ in range(opt['decode_iters']):
+            sync()
+            t0 = time.perf_counter()
+            with ctx:
+                _, state = model.decode_step(toks[pos], state)
+            sync()
+            times.append(time.perf_counter() - t0)
+            pos += 1
+        rows.append({'model': name, 'arch': cfg['model'], 'params': model.num_params(), 'context': L,
+                     'ms_per_token': 1000 * statistics.median(times), 'state_mb': mem / 2 ** 20})
+    return rows
+
+
+# ----------------------------------------------------------------------------- main
+def split_argv(argv):
+    """Config files (positional), --key value for models / json, --json= alias."""
+    files, args, i = [], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if not a.startswith('--'):
+            files.append(a)
+        elif a in ('--models', '--json', '--contexts') and i + 1 < len(argv) and not argv[i + 1].startswith('--'):
+            args.append(f'{a}={argv[i + 1]}')
+            i += 1
+        elif a in ('--decode', '--compile'):
+            args.append(a + '=True')
+        else:
+            args.append(a)
+        i += 1
+    return files, [a.replace('--json=', '--json_path=', 1) for a in args]
+
+
+def table(rows, cols):
+    lines = ['| ' + ' | '.join(h for h, _ in cols) + ' |', '|' + '---|' * len(cols)]
+    for r in rows:
+        lines.append('| ' + ' | '.join(f(r) for _, f in cols) + ' |')
+    return '\n'.join(lines)
+
+
+def main(argv):
+    try:
+        files, args = split_argv(argv)
+        given = parse_args(args)
+        opt = {**DEFAULTS, **check(given, DEFAULTS)}
+        if opt['models'] and files:
+            raise ConfigError("give either --models or config files, not both")
+        for k in ('batch_size', 'block_size'):
+            if opt[k] is not None and (not isinstance(opt[k], int) or opt[k] < 1):
+                raise ConfigError(f"{k} must be a positive integer, got {opt[k]!r}")
+        dev, ptdtype, ctx = resolve_device(opt['device'], opt['dtype'])
+        configs = file_configs(files, opt) if files else shared_configs(registered(opt), opt)
+    except ConfigError as e:
+        train.fail(e)
+    if dev.startswith('cuda'):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    dname = torch.cuda.get_device_name(dev) if dev.startswith('cuda') else 'CPU'
+    print(f"device {dev} ({dname}), dtype {str(ptdtype).split('.')[-1]}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads")
+
+    if opt['decode']:
+        cap = opt['max_context'] or (8192 if dev.startswith('cuda') else 2048)
+        lengths = [int(L) for L in opt['contexts'] if int(L) <= cap]
+        records = []
+        for name, cfg in configs:
+            cls, _ = train.model_classes(cfg['model'])
+            if not hasattr(cls, 'decode_step'):
+                print(f"{name}: no decode_step, skipped", file=sys.stderr)
+                continue
+            try:
+                records += bench_decode(name, cfg, opt, dev, ctx, lengths)
+            except (ValueError, RuntimeError) as e:
+                print(f"{name}: decode failed: {str(e).splitlines()[0]}", file=sys.stderr)
+        print(table(records, [('model', lambda r: r['model']), ('params', lambda r: f"{r['params'] / 1e6:.2f}M"),
+                              ('context', lambda r: str(r['context'])),
+                              ('ms/token', lambda r: f"{r['ms_per_token']:.2f}"),
+                              ('state MB', lambda r: f"{r['state_mb']:.2f}")]))
+    else:
+        peak = train.peak_flops(dev, ptdtype)
+        records = []
+        for name, cfg in configs:
+            records.append(bench_train(name, cfg, opt, dev, ptdtype, ctx, peak))
+            print(f"{name}: {records[-1]['ms_per_step']:.1f} ms/step", file=sys.stderr)
+        ref = next((r for r in records if r['model'] == 'gpt' and not files), records[0])
+        for r in records:
+            r['ratio'] = r['ms_per_step'] / ref['ms_per_step']
+            r['flops_ratio'] = r['flops_per_token'] / ref['flops_per_token']
+            r['reference'] = ref['model']
+            r['mem_method'] = 'cuda max_memory_allocated' if dev.startswith('cuda') else \
+                'params + grads + optimizer state + saved activations'
+            r['peak_flops'] = peak
+        B, T = records[0]['batch_size'], records[0]['block_size']
+        print(f"reference: {ref['model']}; peak {peak / 1e12:.3f} TFLOP/s "
+              f"({'spec' if dev.startswith('cuda') and peak > 1e14 else 'measured matmul'}); batch {B} x {T}")
+        print(table(records, [
+            ('model', lambda r: r['model']), ('params', lambda r: f"{r['params'] / 1e6:.2f}M"),
+            ('FLOPs/token', lambda r: f"{r['flops_per_token'] / 1e6:.1f}M"),
+            ('ms/step', lambda r: f"{r['ms_per_step']:.1f}"), ('ratio', lambda r: f"{r['ratio']:.2f}x"),
+            ('FLOP ratio', lambda r: f"{r['flops_ratio']:.2f}x"), ('tokens/s', lambda r: f"{r['tokens_per_s']:,.0f}"),
+            ('peak MB', lambda r: f"{r['peak_mem_mb']:.1f}"), ('GFLOP/s', lambda r: f"{r['flops_per_s'] / 1e9:.1f}"),
+            ('MFU', lambda r: f"{100 * r['mfu']:.1f}%")]))
+    if opt['json_path']:
+        with open(opt['json_path'], 'w') as f:
+            json.dump(records, f, indent=1)
+        print(f"wrote {opt['json_path']}")
+    return records
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])

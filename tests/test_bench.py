@@ -1,0 +1,89 @@
+"""bench.py: every registered model is sized to GPT's parameter count at the shared shape, the
+training bench runs end to end at a tiny shape with the promised JSON fields, config files are
+measured against the first, and decode reports a growing KV cache next to a fixed state."""
+import json
+
+import pytest
+import torch
+
+import bench
+import train
+
+TINY = ['--block_size=16', '--batch_size=2', '--n_embd=32', '--n_head=2', '--n_layer=2', '--vocab_size=64',
+        '--warmup=1', '--iters=2']
+FIELDS = {'model', 'params', 'flops_per_token', 'ms_per_step', 'tokens_per_s', 'peak_mem_mb', 'ratio',
+          'flops_ratio', 'mfu'}
+
+
+@pytest.fixture(scope='module', autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_shared_shape_matches_gpt_parameter_count():
+    opt = dict(bench.DEFAULTS)
+    configs = dict(bench.shared_configs(bench.registered(opt), opt))
+    target = bench.params_of('gpt', configs['gpt'])
+    assert len(configs) >= 5
+    for name, cfg in configs.items():
+        assert bench.params_of(name, cfg) == pytest.approx(target, rel=0.01), name
+    assert configs['parcae']['n_prelude'] + configs['parcae']['n_recur_layers'] + configs['parcae']['n_coda'] == 4
+
+
+def test_bench_end_to_end_tiny(tmp_path, capsys):
+    path = tmp_path / 'bench.json'
+    records = bench.main(TINY + [f'--json={path}'])
+    saved = json.load(open(path))
+    assert [r['model'] for r in saved] == [r['model'] for r in records] and saved[0]['model'] == 'gpt'
+    for r in saved:
+        assert FIELDS <= set(r), r['model']
+        assert r['ms_per_step'] > 0 and r['tokens_per_s'] > 0 and r['peak_mem_mb'] > 0 and r['params'] > 0
+        assert r['ratio'] == pytest.approx(r['ms_per_step'] / saved[0]['ms_per_step'])
+    assert saved[0]['ratio'] == 1.0
+    out = capsys.readouterr().out
+    assert '| model | params |' in out and '| gpt |' in out
+
+
+def test_config_files_first_is_reference(tmp_path):
+    a, b = tmp_path / 'tf.py', tmp_path / 'ws.py'
+    a.write_text("model = 'gpt'\nn_layer = 1\nn_embd = 32\nn_head = 2\nvocab_size = 64\n")
+    b.write_text("model = 'workspace'\nn_embd = 32\nn_head = 2\nd_ff = 64\nvocab_size = 64\n")
+    records = bench.main([str(b), str(a), '--batch_size=2', '--block_size=16', '--warmup=1', '--iters=1'])
+    assert [r['model'] for r in records] == ['ws', 'tf']
+    assert records[0]['ratio'] == 1.0 and records[1]['reference'] == 'ws'
+    assert all(r['block_size'] == 16 and r['batch_size'] == 2 for r in records)
+
+
+def test_cpu_memory_counts_saved_activations():
+    cfg = {**train.DEFAULTS, 'n_layer': 1, 'n_embd': 32, 'n_head': 2, 'vocab_size': 64, 'block_size': 16}
+    sizes = []
+    for B in (1, 4):
+        model = train.build_model('gpt', cfg)
+        opts = train.make_optimizers(model, cfg, 'cpu')
+        x = torch.randint(64, (B, 16))
+        sizes.append(bench.cpu_step_bytes(model, opts, lambda: model(x, x)[1]))
+    p = sum(q.numel() * 4 for q in model.parameters())
+    assert sizes[0] > 4 * p                 # params + grads + two AdamW moments + activations
+    assert sizes[1] > sizes[0]              # activations grow with the batch
+
+
+def test_decode_kv_cache_grows_fixed_state_does_not(tmp_path):
+    path = tmp_path / 'decode.json'
+    rows = bench.main(['--decode=True', '--models=gpt,fon', '--contexts=(8,24)', '--decode_iters=2',
+                       '--n_embd=32', '--n_head=2', '--n_layer=1', '--vocab_size=64', f'--json={path}'])
+    got = {(r['model'], r['context']): r for r in json.load(open(path))}
+    assert len(rows) == 4 and all(r['ms_per_token'] > 0 for r in rows)
+    assert got['gpt', 24]['state_mb'] > got['gpt', 8]['state_mb']
+    assert got['fon', 24]['state_mb'] == got['fon', 8]['state_mb']
+
+
+def test_bad_input_is_one_line(capsys):
+    for args in (['--models=gpt,nope'], ['--batch_size=0'], ['--modles=gpt']):
+        with pytest.raises(SystemExit) as e:
+            bench.main(args)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith('error: ') and err.count('\n') == 1, err
