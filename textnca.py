@@ -1,0 +1,464 @@
+"""
+TextNCA: Neural Cellular Automata for Language Modeling via Hierarchical Local Attention
+(Mittal et al., arXiv 2608.02050). A 1D causal NCA: every token holds a state h_i, and one
+shared local rule is iterated in place:
+
+    h_0 = TokenEmbed(x) + PosEmbed(x)                                   (Eq. 1)
+    u   = FFN(LN(Perceive(h + s_n)))      s_n: step embedding            (Eq. 2, 9)
+    h   = Gate(h, u)                      GRU gate, Eq. 5-8              (Eq. 10)
+    logits = LMHead(LN(h_N))              head tied to TokenEmbed        (Eq. 3)
+
+Hier-TextNCA (the flagship) runs K stages with windows (8, 32, 128); stage k has its own
+weights and applies them Ts = 4 times, with step embedding s_{(k-1)Ts + t} (Eq. 9).
+Every ablation of the paper is a config field: windows (reversed / uniform / non-monotone
+schedules, K = len(windows)), Ts, orchestration, gate, step_embed, kernel, stochastic_Ts.
+
+Choices where the paper is vague (and why):
+- Biases in every Linear, LayerNorm with bias, GELU in the FFN, nanoGPT init (normal 0.02):
+  with biases the flagship is 30,830,592 parameters (paper 30.8M / 30.84M in Table 7; without
+  biases it would be 30.81M).
+- One LN per cell, between Perceive and FFN, exactly as Eq. 2 reads (no pre-norm on h + s).
+- orchestration: 'staged' = K stages of Ts iterations (Sec. 3.2); 'single' = the same with
+  K = 1 (TextNCA-L1: windows=(32,), Ts=12); 'stacked' = the same with N equal windows
+  (Sec. A.5, "6C x T2" = windows=(32,)*6, Ts=2). 'interleaved' = one shared cell whose input
+  goes through one Perceive-LN-FFN sub-layer per window, in order, and then one gate, Ts times
+  (Sec. 3.2 "cycle [w=8 -> w=32 -> w=128 -> Gate] each step"). Sub-layers with their own
+  attention, LN and FFN and a single GRU give 27.68M, the paper's 27.7M, and the paper's
+  "3.1M gap" to the staged model (two GRU gates). 'multi' = the same code with equal windows
+  (Sec. A.5 "3 sub-layers x T=4, same window size, different projection weights").
+- Learned step embeddings are a table of K * Ts rows (interleaved: Ts rows), row (k-1)Ts + t.
+  An inference Ts' larger than the trained Ts reuses each stage's LAST learned row for the
+  extra iterations (the paper's Fig. 17 sweep needs some value there; it then shows the
+  model degrading, as the paper reports). Ts' < Ts uses the first Ts' rows of each stage.
+  With stochastic_Ts the table holds max(stochastic_Ts) rows per stage.
+- Sinusoidal step embeddings: the Vaswani et al. sinusoid (unit amplitude, base 10000) of the
+  global step number n = (k-1)Ts + t - 1 with the Ts in effect; it extends to any Ts.
+- kernel 'linear': phi(x) = [1, x, x (x) x / sqrt 2] gives phi(q).phi(k) = 1 + s + s^2 / 2 with
+  s = q.k / sqrt(d_h) (the 1/sqrt(d_h) scale as in softmax). Inside a window of w keys the
+  exact value of sum_j phi(q_i).phi(k_j) v_j / sum_j phi(q_i).phi(k_j) is cheaper computed as
+  this (always positive) score in the same band form as softmax than through d_h^2 features.
+- kernel 'gla' (Eq. 17): g_j = sigmoid(W_g^(h) K_j + b^(h)), one scalar per head and position,
+  decay_{j->i} = prod_{s=j+1..i} (1 - g_s), y_i = sum_j decay_{j->i} (q_i.k_j / sqrt d_h) v_j
+  with no normaliser (the LN after Perceive normalises). Restricted to the same causal window
+  w as softmax (the model stays strictly local). b is initialised to log(1/(w-1)) so that at
+  init g = 1/w and the decay reaches about 1/e at the window's edge.
+- kernel 'conv': depthwise causal Conv1d(d, d, w, groups=d) replaces the whole attention
+  (Sec. A.3 says no more); it is 16.6K parameters per stage where attention is 1.05M, so the
+  paper's 29.0M TextNCA-Conv count is not reproduced (that model's extra parts are unstated).
+- gate 'sigmoid': h = g u + (1-g) h, g = sigmoid(W [h; u]) (27.68M = the paper's 27.7M
+  "SigmoidDropout", which adds dropout; `dropout` applies to u before the gate). 'highway':
+  g = sigmoid(W h). 'residual': h + u. 'overwrite': u.
+- stochastic_Ts: one Ts per forward call in training (per batch), from the CPU torch RNG.
+- Local attention is computed in chunks of c = w queries against their own and the previous
+  chunk (a band mask inside a (c, 2c) block), so time and memory are O(T w), not O(T^2).
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+
+@dataclass
+class TextNCAConfig:
+    block_size: int = 512
+    vocab_size: int = 32000
+    n_embd: int = 512
+    n_head: int = 8
+    d_ff: int = 2048
+    bias: bool = True
+    dropout: float = 0.0              # on u, before the gate (Table 5 "SigmoidDropout")
+    windows: tuple = (8, 32, 128)     # one window per stage (staged) or sub-layer (interleaved)
+    Ts: int = 4                       # iterations per stage
+    orchestration: str = 'staged'     # staged | single | stacked | interleaved | multi
+    gate: str = 'gru'                 # gru | residual | sigmoid | highway | overwrite
+    step_embed: str = 'learned'       # learned | none | sinusoidal
+    kernel: str = 'softmax'           # softmax | linear | gla | conv
+    stochastic_Ts: tuple = ()         # e.g. (2, 4, 6): Ts sampled per batch in training
+    grad_checkpoint: bool = False     # recompute each NCA step in backward (Sec. 4.1)
+
+    def __post_init__(self):
+        if isinstance(self.windows, int):
+            self.windows = (self.windows,)
+        self.windows = tuple(self.windows)
+        self.stochastic_Ts = tuple(self.stochastic_Ts)
+        w, o = self.windows, self.orchestration
+        checks = [
+            (o in ('staged', 'single', 'stacked', 'interleaved', 'multi'),
+             f"orchestration must be staged|single|stacked|interleaved|multi, got {o!r}"),
+            (self.gate in ('gru', 'residual', 'sigmoid', 'highway', 'overwrite'),
+             f"gate must be gru|residual|sigmoid|highway|overwrite, got {self.gate!r}"),
+            (self.step_embed in ('learned', 'none', 'sinusoidal'),
+             f"step_embed must be learned|none|sinusoidal, got {self.step_embed!r}"),
+            (self.kernel in ('softmax', 'linear', 'gla', 'conv'),
+             f"kernel must be softmax|linear|gla|conv, got {self.kernel!r}"),
+            (len(w) >= 1 and all(x >= 1 for x in w), f"windows must be positive, got {w}"),
+            (o != 'single' or len(w) == 1, f"orchestration 'single' takes one window, got {w}"),
+            (o not in ('stacked', 'multi') or len(set(w)) == 1,
+             f"orchestration {o!r} uses one window size repeated, got {w}"),
+            (self.Ts >= 1 and all(t >= 1 for t in self.stochastic_Ts), "Ts must be >= 1"),
+            (self.n_embd % self.n_head == 0, "n_embd must be a multiple of n_head"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise ValueError(msg)
+
+    @property
+    def n_cells(self):  # cells with their own weights
+        return 1 if self.orchestration in ('interleaved', 'multi') else len(self.windows)
+
+    @property
+    def table_Ts(self):  # learned step-embedding rows per cell
+        return max((self.Ts,) + self.stochastic_Ts)
+
+
+# ----------------------------------------------------------------------------------------
+# Perception: causal local kernels over a window of w keys (i-w+1..i)
+
+def band_chunks(t, c):
+    """(B, H, n*c, ...) -> (B, H, n, 2c, ...): each chunk preceded by the previous one
+    (zeros before the first)."""
+    B, H, L = t.shape[:3]
+    t = t.view(B, H, L // c, c, *t.shape[3:])
+    prev = torch.cat([torch.zeros_like(t[:, :, :1]), t[:, :, :-1]], dim=2)
+    return torch.cat([prev, t], dim=3)
+
+
+def band_mask(n, c, w, device):
+    """allowed[m, a, b]: query a of chunk m may see key b of [chunk m-1, chunk m]."""
+    dist = torch.arange(c, device=device)[:, None] + c - torch.arange(2 * c, device=device)[None, :]
+    allowed = ((dist >= 0) & (dist < w)).expand(n, c, 2 * c)
+    first = torch.arange(n, device=device)[:, None, None] == 0
+    before_start = torch.arange(2 * c, device=device)[None, None, :] < c
+    return allowed & ~(first & before_start)
+
+
+def local_attention(q, k, v, w, kernel='softmax', log_decay=None):
+    """q, k, v: (B, H, T, D). Query i attends to keys max(0, i-w+1)..i. Queries are split
+    into chunks of c = w; a chunk sees only itself and the previous chunk, so the work and
+    memory are O(T * w) (exactly the masked full attention, see tests/test_textnca.py).
+    log_decay: (B, H, T) log(1 - g) for kernel 'gla'."""
+    B, H, T, D = q.shape
+    c = min(w, T)
+    n = -(-T // c)
+    pad = n * c - T
+    q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+    qc, kc, vc = q.view(B, H, n, c, D), band_chunks(k, c), band_chunks(v, c)
+    allowed = band_mask(n, c, w, q.device)                           # (n, c, 2c)
+    if kernel == 'softmax':
+        y = F.scaled_dot_product_attention(qc, kc, vc, attn_mask=allowed)
+    else:
+        s = (qc @ kc.transpose(-1, -2)) * (1.0 / math.sqrt(D))       # (B, H, n, c, 2c)
+        if kernel == 'linear':   # phi(q).phi(k) with phi = [1, x, x (x) x / sqrt 2]
+            a = (1 + s + 0.5 * s * s).masked_fill(~allowed, 0.0)
+            a = a / a.sum(-1, keepdim=True)
+        else:                    # gla: decay_{j->i} = exp(C_i - C_j), C = cumsum log(1 - g)
+            C = F.pad(log_decay.cumsum(-1), (0, pad))   # float32 from Perceive.qkv
+            Cq, Ck = C.view(B, H, n, c), band_chunks(C, c)
+            e = (Cq[..., :, None] - Ck[..., None, :]).masked_fill(~allowed, float('-inf'))
+            a = s * e.exp().to(s.dtype)
+        y = a @ vc
+    return y.reshape(B, H, n * c, D)[:, :, :T]
+
+
+class Perceive(nn.Module):
+
+    def __init__(self, cfg, w):
+        super().__init__()
+        self.w, self.kernel, self.n_head = w, cfg.kernel, cfg.n_head
+        d = cfg.n_embd
+        if cfg.kernel == 'conv':
+            self.conv = nn.Conv1d(d, d, w, groups=d, bias=cfg.bias)
+            return
+        self.c_attn = nn.Linear(d, 3 * d, bias=cfg.bias)
+        self.c_proj = nn.Linear(d, d, bias=cfg.bias)
+        if cfg.kernel == 'gla':  # Eq. 17: one decay gate per head, read from the key
+            self.g_w = nn.Parameter(torch.empty(cfg.n_head, d // cfg.n_head))
+            self.g_b = nn.Parameter(torch.empty(cfg.n_head))
+
+    def reset_gla(self):
+        nn.init.normal_(self.g_w, std=0.02)
+        nn.init.constant_(self.g_b, math.log(1.0 / max(self.w - 1, 1)))
+
+    def qkv(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+        log_decay = None
+        if self.kernel == 'gla':  # log(1 - sigmoid(a)) = logsigmoid(-a)
+            a = torch.einsum('bhtd,hd->bht', k, self.g_w) + self.g_b[:, None]
+            log_decay = F.logsigmoid(-a.float())
+        return q, k, v, log_decay
+
+    def forward(self, x):
+        B, T, C = x.shape
+        if self.kernel == 'conv':
+            return self.conv(F.pad(x.transpose(1, 2), (self.w - 1, 0))).transpose(1, 2)
+        q, k, v, log_decay = self.qkv(x)
+        y = local_attention(q, k, v, self.w, self.kernel, log_decay)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+    def step(self, x, cache):
+        """Incremental decode of one position, x: (B, 1, C); cache keeps the last w inputs."""
+        B, _, C = x.shape
+        if self.kernel == 'conv':
+            xs = torch.cat([cache['x'], x], 1)[:, -self.w:] if 'x' in cache else x
+            cache['x'] = xs
+            return self.forward(xs)[:, -1:]
+        q, k, v, log_decay = self.qkv(x)
+        if 'k' in cache:
+            k, v = torch.cat([cache['k'], k], 2)[:, :, -self.w:], torch.cat([cache['v'], v], 2)[:, :, -self.w:]
+        cache['k'], cache['v'] = k, v
+        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, H, 1, S)
+        if self.kernel == 'softmax':
+            a = s.softmax(-1)
+        elif self.kernel == 'linear':
+            a = 1 + s + 0.5 * s * s
+            a = a / a.sum(-1, keepdim=True)
+        else:   # C_i - C_j = sum of log(1 - g) over the positions after j up to i
+            ld = torch.cat([cache['ld'], log_decay], 2)[:, :, -self.w:] if 'ld' in cache else log_decay
+            cache['ld'] = ld
+            after = ld.flip(-1).cumsum(-1).flip(-1) - ld                # sum over j+1..i
+            a = s * after.exp()[:, :, None, :].to(s.dtype)
+        y = (a @ v).transpose(1, 2).reshape(B, 1, C)
+        return self.c_proj(y)
+
+
+# ----------------------------------------------------------------------------------------
+# The NCA cell: u = FFN(LN(Perceive(h + s))), h = Gate(h, u)
+
+class SubLayer(nn.Module):
+
+    def __init__(self, cfg, w):
+        super().__init__()
+        self.perceive = Perceive(cfg, w)
+        self.ln = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.c_fc = nn.Linear(cfg.n_embd, cfg.d_ff, bias=cfg.bias)
+        self.c_proj = nn.Linear(cfg.d_ff, cfg.n_embd, bias=cfg.bias)
+
+    def forward(self, x, cache=None):
+        p = self.perceive(x) if cache is None else self.perceive.step(x, cache)
+        return self.c_proj(F.gelu(self.c_fc(self.ln(p))))
+
+
+class Gate(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.kind = cfg.gate
+        d = cfg.n_embd
+        if self.kind == 'gru':
+            self.W_zr = nn.Linear(2 * d, 2 * d, bias=cfg.bias)   # W_z, W_r (Eq. 5, 6)
+            self.W_h = nn.Linear(2 * d, d, bias=cfg.bias)        # Eq. 7
+        elif self.kind == 'sigmoid':
+            self.W_g = nn.Linear(2 * d, d, bias=cfg.bias)
+        elif self.kind == 'highway':
+            self.W_g = nn.Linear(d, d, bias=cfg.bias)
+
+    def forward(self, h, u, want_gates=False):
+        gates = {}
+        if self.kind == 'gru':
+            z, r = torch.sigmoid(self.W_zr(torch.cat([h, u], -1))).chunk(2, -1)
+            h_cand = torch.tanh(self.W_h(torch.cat([r * h, u], -1)))
+            h_new = h + z * (h_cand - h)                         # (1 - z) h + z h_cand, Eq. 8
+            gates = {'update': z, 'reset': r}
+        elif self.kind in ('sigmoid', 'highway'):
+            g = torch.sigmoid(self.W_g(torch.cat([h, u], -1) if self.kind == 'sigmoid' else h))
+            h_new = h + g * (u - h)                              # g u + (1 - g) h
+            gates = {'update': g}
+        elif self.kind == 'residual':
+            h_new = h + u
+        else:
+            h_new = u
+        return (h_new, gates) if want_gates else h_new
+
+
+class Cell(nn.Module):
+    """One weight set: sub-layers (one per window; staged cells have one) and one gate."""
+
+    def __init__(self, cfg, windows):
+        super().__init__()
+        self.subs = nn.ModuleList([SubLayer(cfg, w) for w in windows])
+        self.gate = Gate(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, h, s, caches=None, want_gates=False):
+        x = h if s is None else h + s
+        for j, sub in enumerate(self.subs):
+            x = sub(x, None if caches is None else caches[j])
+        return self.gate(h, self.drop(x), want_gates)
+
+
+# ----------------------------------------------------------------------------------------
+
+class TextNCA(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        cfg = self.config = config
+        d = cfg.n_embd
+        self.wte = nn.Embedding(cfg.vocab_size, d)
+        self.wpe = nn.Embedding(cfg.block_size, d)
+        if cfg.orchestration in ('interleaved', 'multi'):
+            self.cells = nn.ModuleList([Cell(cfg, cfg.windows)])
+        else:
+            self.cells = nn.ModuleList([Cell(cfg, (w,)) for w in cfg.windows])
+        self.steps = nn.Parameter(torch.empty(cfg.n_cells * cfg.table_Ts, d)) if cfg.step_embed == 'learned' else None
+        self.ln_f = nn.LayerNorm(d, bias=cfg.bias)
+        self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight
+        self.apply(self._init_weights)
+        if self.steps is not None:
+            nn.init.normal_(self.steps, std=0.02)
+        self.last_Ts = cfg.Ts
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if getattr(module, 'bias', None) is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, Perceive) and module.kernel == 'gla':
+            module.reset_gla()
+
+    def num_params(self):
+        return sum(p.numel() for p in self.parameters())
+
+    def flops_per_token(self, seq_len):
+        cfg = self.config
+        matmul, attn = cfg.n_embd * cfg.vocab_size, 0
+        for k, _ in self.plan(cfg.Ts):
+            cell = self.cells[k]
+            matmul += sum(m.weight.numel() for m in cell.modules() if isinstance(m, (nn.Linear, nn.Conv1d)))
+            if cfg.kernel != 'conv':
+                attn += sum(12 * cfg.n_embd * min(sub.perceive.w, seq_len) for sub in cell.subs)
+        return 6 * matmul + attn
+
+    # the NCA schedule ------------------------------------------------------------------
+
+    def plan(self, Ts):
+        """[(cell k, iteration t)] for every NCA step, in order: stage by stage (Eq. 9)."""
+        return [(k, t) for k in range(len(self.cells)) for t in range(Ts)]
+
+    def step_embedding(self, k, t, Ts, device):
+        cfg = self.config
+        if cfg.step_embed == 'none':
+            return None
+        if cfg.step_embed == 'learned':  # row (k-1)Ts + t; beyond the table: the stage's last row
+            return self.steps[k * cfg.table_Ts + min(t, cfg.table_Ts - 1)]
+        n, d = k * Ts + t, cfg.n_embd
+        inv_freq = torch.exp(torch.arange(0, d, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / d))
+        return torch.stack([torch.sin(n * inv_freq), torch.cos(n * inv_freq)], -1).view(d)
+
+    def choose_Ts(self, Ts):
+        cfg = self.config
+        if Ts is None:
+            if self.training and cfg.stochastic_Ts:
+                Ts = cfg.stochastic_Ts[int(torch.randint(len(cfg.stochastic_Ts), ()))]
+            else:
+                Ts = cfg.Ts
+        if Ts < 1:
+            raise ValueError(f"Ts must be >= 1, got {Ts}")
+        self.last_Ts = Ts
+        return Ts
+
+    def embed(self, idx, pos0=0):
+        T = idx.shape[1]
+        if pos0 + T > self.config.block_size:
+            raise ValueError(f"sequence of length {pos0 + T} is longer than block_size {self.config.block_size}")
+        return self.wte(idx) + self.wpe(torch.arange(pos0, pos0 + T, device=idx.device))
+
+    def nca_steps(self, idx, Ts=None, want_gates=False):
+        """Yields (k, t, h after the step, gates) for every NCA step."""
+        Ts = self.choose_Ts(Ts)
+        h = self.embed(idx)
+        ckpt = self.config.grad_checkpoint and self.training and torch.is_grad_enabled()
+        for k, t in self.plan(Ts):
+            s = self.step_embedding(k, t, Ts, idx.device)
+            gates = {}
+            if want_gates:
+                h, gates = self.cells[k](h, s, want_gates=True)
+            elif ckpt:
+                h = checkpoint(self.cells[k], h, s, use_reentrant=False)
+            else:
+                h = self.cells[k](h, s)
+            yield k, t, h, gates
+
+    def head(self, h):
+        return self.lm_head(self.ln_f(h))
+
+    def forward(self, idx, targets=None, Ts=None):
+        for _, _, h, _ in self.nca_steps(idx, Ts):
+            pass
+        logits = self.head(h)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+
+    def train_stats(self):
+        return {'Ts': float(self.last_Ts)}
+
+    # interpretability (paper Fig. 8, 10, 13) -------------------------------------------
+
+    def step_names(self, Ts=None):
+        Ts = self.config.Ts if Ts is None else Ts
+        return ['emb'] + [f'S{k + 1}.{t + 1}' for k, t in self.plan(Ts)]
+
+    @torch.no_grad()
+    def step_logits(self, idx, Ts=None):
+        """Logits (B, T, V) of the shared LN + head applied to h_0 and after every NCA step:
+        a list of 1 + len(windows) * Ts tensors (interleaved: 1 + Ts); the last is forward's."""
+        out = [self.head(self.embed(idx))]
+        for _, _, h, _ in self.nca_steps(idx, Ts):
+            out.append(self.head(h))
+        return out
+
+    @torch.no_grad()
+    def step_losses(self, idx, targets, Ts=None):
+        """Next-token cross-entropy (mean over tokens, ignore_index=-1) of h_0 and of every
+        NCA step, as step_logits but one step at a time: a (1 + steps,) float tensor."""
+        def ce(h):
+            logits = self.head(h)
+            return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        losses = [ce(self.embed(idx))]
+        for _, _, h, _ in self.nca_steps(idx, Ts):
+            losses.append(ce(h))
+        return torch.stack(losses)
+
+    @torch.no_grad()
+    def gate_stats(self, idx, Ts=None):
+        """Per NCA step: mean and std over hidden dims of the per-dim mean (over batch and
+        positions) of the GRU update gate z and reset gate r (Fig. 10). Sigmoid/highway
+        gates report their g as 'update'. Returns {'steps': names, 'update_mean': (N,),
+        'update_std', 'reset_mean', 'reset_std'} (tensors; reset_* absent without reset)."""
+        if self.config.gate not in ('gru', 'sigmoid', 'highway'):
+            raise ValueError(f"gate {self.config.gate!r} has no gates to report")
+        stats = {}
+        for _, _, _, gates in self.nca_steps(idx, Ts, want_gates=True):
+            for name, g in gates.items():
+                per_dim = g.float().mean(dim=(0, 1))
+                stats.setdefault(f'{name}_mean', []).append(per_dim.mean())
+                stats.setdefault(f'{name}_std', []).append(per_dim.std())
+        out = {key: torch.stack(v) for key, v in stats.items()}
+        out['steps'] = self.step_names(self.last_Ts)[1:]
+        return out
+
+    # incremental decode: each NCA step keeps the last w keys/values of each sub-layer -----
+
+    def decode_init(self, batch_size, device, Ts=None):
+        Ts = self.config.Ts if Ts is None else Ts
+        plan = self.plan(Ts)
+        return {'pos': 0, 'Ts': Ts, 'caches': [[{} for _ in self.cells[k].subs] for k, _ in plan]}
+
+    @torch.no_grad()
+    def decode_step(self, idx_t, state, Ts=None):
+        Ts = state['Ts'] if Ts is None else Ts
+        if Ts != state['Ts']:
+            raise ValueError(f"decode state was made for Ts={state['Ts']}, got Ts={Ts}")
+        idx = idx_t.view(-1, 1)
+        h = self.embed(idx, state['pos'])
+        for (k, t), caches in zip(self.plan(Ts), state['caches']):
+            h = self.cells[k](h, self.step_embedding(k, t, Ts, idx.device), caches)
+        state['pos'] += 1
+        return self.head(h)[:, -1], state
