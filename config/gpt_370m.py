@@ -4,7 +4,9 @@
 #   torchrun --standalone --nproc_per_node=8 train.py config/gpt_370m.py
 model = 'gpt'
 out_dir = 'out/gpt_370m'
-dataset = 'fineweb_edu'     # python prepare_data.py fineweb_edu (32768-token BPE)
+# data: python prepare_data.py fineweb_edu --vocab 32768 --shards 550   (~55M tokens a shard;
+# GPT-2's BPE cut to its first 32768 ranks, the paper's vocabulary size; needs pip install pyarrow)
+dataset = 'fineweb_edu_gpt2_32768'
 vocab_size = 32768
 block_size = 2048
 n_embd = 1024

@@ -1,8 +1,9 @@
 # RDM-350M, the recurrent-depth baseline of Geiping et al. as trained in the Parcae paper (Table 17,
 # Table 3): 382,765,056 parameters. Parcae on the same setup: config/rdm_parcae_350m.py.
-# The paper trains on the Huginn data and 65536-token tokenizer; here FineWeb-Edu (its ids use the
-# first 32768 rows of the 65536-row embedding, so the parameter count stays the paper's). The token
-# budget of Table 3 is not in the paper's text: 10B tokens (19,074 steps of 256 x 2048).
+# The paper trains on the Huginn data with a 65536-token tokenizer; here FineWeb-Edu with GPT-2's BPE
+# (50257 ids in the 65536-row embedding, so the parameter count stays the paper's):
+#   python prepare_data.py fineweb_edu --shards 200   (needs pip install pyarrow)
+# The token budget of Table 3 is not in the paper's text: 10B tokens (19,074 steps of 256 x 2048).
 #   python train.py config/rdm_350m.py
 model = 'parcae'
 out_dir = 'out/rdm_350m'

@@ -1,8 +1,9 @@
 # Parcae-100M in the RDM setup (paper Table 17, Table 3): 113,189,888 (Table 17 prints 114,242,560, the RDM-100M number) parameters.
 # Its baseline: config/rdm_100m.py (same shapes, data and recipe).
-# The paper trains on the Huginn data and 65536-token tokenizer; here FineWeb-Edu (its ids use the
-# first 32768 rows of the 65536-row embedding, so the parameter count stays the paper's). The token
-# budget of Table 3 is not in the paper's text: 10B tokens (19,074 steps of 256 x 2048).
+# The paper trains on the Huginn data with a 65536-token tokenizer; here FineWeb-Edu with GPT-2's BPE
+# (50257 ids in the 65536-row embedding, so the parameter count stays the paper's):
+#   python prepare_data.py fineweb_edu --shards 200   (needs pip install pyarrow)
+# The token budget of Table 3 is not in the paper's text: 10B tokens (19,074 steps of 256 x 2048).
 #   python train.py config/rdm_parcae_100m.py
 model = 'parcae'
 out_dir = 'out/rdm_parcae_100m'

@@ -1,0 +1,38 @@
+# A small Parcae that trains in minutes on a laptop CPU (tiny Shakespeare, characters): 2/2/2
+# layers in P/R/C at d = 128, mu_rec 4 with backprop through the last 2 steps, the paper's
+# per-sequence depth sampling. First: python prepare_data.py shakespeare_char
+#   python train.py config/cpu_parcae.py
+#   python eval.py --out_dir=out-cpu-parcae --sweep=num_recur=1..12
+#   python sample.py --out_dir=out-cpu-parcae --num_recur=8
+out_dir = 'out-cpu-parcae'
+dataset = 'shakespeare_char'
+eval_interval = 250
+eval_iters = 20
+log_interval = 10
+always_save_checkpoint = False
+
+model = 'parcae'
+n_embd = 128
+n_head = 4
+head_dim = 32
+n_prelude = 2
+n_recur_layers = 2
+n_coda = 2
+mean_recurrence = 4
+mean_backprop_depth = 2
+block_size = 64
+batch_size = 12
+
+optimizer = 'adamw'       # torch.optim.Muon orthogonalises in bf16, very slow on a CPU
+learning_rate = 2e-3
+beta1 = 0.8
+beta2 = 0.99
+weight_decay = 0.0
+schedule = 'trapezoid'
+warmup_iters = 50
+cooldown_frac = 0.5
+min_lr = 0.0
+max_iters = 1500
+
+device = 'cpu'
+compile = False
