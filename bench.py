@@ -48,14 +48,14 @@ from eval import resolve_device
 
 # ----------------------------------------------------------------------------- defaults
 models = ''              # 'gpt,parcae,...'; '' = every registered model that imports
-batch_size = None        # None: 8 (shared shape) or the config file's
+batch_size = None        # None: 4 (shared shape) or the config file's
 block_size = None        # None: 256 (shared shape) or the config file's
 n_embd = 256             # the shared shape (GPT's width)
 n_head = 4
 n_layer = 4
 vocab_size = 4096
-warmup = 3
-iters = 10
+warmup = 2
+iters = 5
 compile = None           # None: on for CUDA
 dtype = 'auto'
 device = 'auto'
@@ -123,7 +123,7 @@ def size_to(name, cfg, target, step):
 
 
 def shared_configs(names, opt):
-    base = {**train.DEFAULTS, 'block_size': opt['block_size'] or 256, 'batch_size': opt['batch_size'] or 8,
+    base = {**train.DEFAULTS, 'block_size': opt['block_size'] or 256, 'batch_size': opt['batch_size'] or 4,
             'vocab_size': opt['vocab_size'], 'n_embd': opt['n_embd'], 'n_head': opt['n_head'],
             'n_layer': opt['n_layer'], 'dropout': 0.0, 'optimizer': 'adamw'}
     target = params_of('gpt', base)

@@ -284,7 +284,7 @@ class Evaluator:
         for k in ('batch_size', 'seed', 'data_dir', 'dataset', 'eval_iters'):
             if cfg[k] is not None:
                 self.tcfg[k] = cfg[k]
-        self.meta = train.read_meta(self.tcfg)
+        self.meta = train.read_meta(self.tcfg) or ckpt.get('meta')
         if self.meta is None:
             raise ConfigError(f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}/meta.json not found: eval needs the "
                               f"checkpoint's data (set --data_dir / --dataset)")
@@ -294,7 +294,7 @@ class Evaluator:
         self.bytes = token_bytes(self.meta, self.vocab)
         self.accepts_holes = 'holes' in train.knob_names(self.model)
 
-    def batches(self, split, p_synth=None):
+    def batches(self, split):
         cfg = dict(self.tcfg)
         if split != 'train':
             cfg['p_synth'] = 0.0   # val batches never mix in synth data; do not require its files
@@ -411,7 +411,8 @@ def run_sweep(ev):
     return res
 
 
-def run_extrapolate(ev):
+def extrapolation(ev):
+    """Loss at each eval length (rows), on non-overlapping blocks from the start of the stream."""
     T0 = ev.tcfg['block_size']
     spec = ev.opt['extrapolate']
     if spec is True:
@@ -424,10 +425,8 @@ def run_extrapolate(ev):
         raise ConfigError(f"--extrapolate expects positive integer lengths, got {spec!r}")
     path = os.path.join(ev.tcfg['data_dir'], ev.tcfg['dataset'], f"{ev.opt['split']}.bin")
     n_stream = len(np.memmap(path, dtype=np.uint16, mode='r'))
-    # the same number of scored targets at every length: what fits the longest length's blocks
-    budget = None
-    if not ev.opt['stream']:
-        budget = max(ev.tcfg['eval_iters'] * ev.tcfg['batch_size'] * T0, max(lengths))
+    # about the same number of scored targets at every length (the whole stream with --stream)
+    budget = None if ev.opt['stream'] else max(ev.tcfg['eval_iters'] * ev.tcfg['batch_size'] * T0, max(lengths))
     rows = []
     for L in lengths:
         row = {'length': L, 'loss': float('nan'), 'perplexity': float('nan'), 'tokens': 0, 'note': ''}
@@ -441,17 +440,33 @@ def run_extrapolate(ev):
                 row['note'] = str(e).splitlines()[0][:200]
         rows.append(row)
     ref = next((r['loss'] for r in rows if r['length'] == T0 and math.isfinite(r['loss'])), None)
-    print(f"| eval length | loss | perplexity | vs {T0} | tokens | note |\n|---|---|---|---|---|---|")
     for r in rows:
         r['delta_pct'] = 100 * (r['perplexity'] / math.exp(ref) - 1) if ref is not None else float('nan')
-        print(f"| {r['length']} | {r['loss']:.4f} | {r['perplexity']:.3f} | {r['delta_pct']:+.1f}% | {r['tokens']:,} | {r['note']} |")
-    fig, ax = axes(f"{ev.name}: length extrapolation (trained at {T0})", 'eval length (tokens)', f"{ev.opt['split']} loss (nats/token)")
+    return {'model': ev.name, 'run': ev.opt['out_dir'], 'train_length': T0, 'rows': rows,
+            'protocol': 'non-overlapping blocks of length+1 from the start of the stream' +
+                        ('' if budget is None else f', about {budget} targets per length')}
+
+
+def plot_extrapolation(results, path):
+    """One table and one figure for one or more runs; returns the number of plotted series."""
+    print(f"| run | eval length | loss | perplexity | vs train length | tokens | note |\n|---|---|---|---|---|---|---|")
+    for res in results:
+        for r in res['rows']:
+            print(f"| {res['run']} | {r['length']} | {r['loss']:.4f} | {r['perplexity']:.3f} | {r['delta_pct']:+.1f}% "
+                  f"| {r['tokens']:,} | {r['note']} |")
+    T0 = sorted({res['train_length'] for res in results})
+    fig, ax = axes(f"length extrapolation (trained at {', '.join(map(str, T0))})", 'eval length (tokens)', 'loss (nats/token)')
     ax.set_xscale('log', base=2)
-    ax.plot([r['length'] for r in rows], [r['loss'] for r in rows], 'o-', label=ev.name)
-    res = {'model': ev.name, 'train_length': T0, 'rows': rows,
-           'protocol': 'non-overlapping blocks of length+1 from the start of the stream' +
-                       ('' if budget is None else f', about {budget} targets per length')}
-    res['series'] = save_figure(fig, ax, ev.outpath('extrapolate.png'))
+    for res in results:
+        base = os.path.basename(os.path.normpath(res['run']))
+        ax.plot([r['length'] for r in res['rows']], [r['loss'] for r in res['rows']], 'o-',
+                label=base if base == res['model'] else f"{base} ({res['model']})")
+    return save_figure(fig, ax, path)
+
+
+def run_extrapolate(ev):
+    res = extrapolation(ev)
+    res['series'] = plot_extrapolation([res], ev.outpath('extrapolate.png'))
     write_json(ev.outpath('extrapolate.json'), res)
     return res
 
@@ -679,6 +694,11 @@ def run_compare(runs, opt):
     res = {'runs': rows, 'note': 'val loss: the last eval train.py logged (its eval_iters batches)'}
     res['series'] = save_figure(fig, ax, os.path.join(d, 'loss_curves.png'))
     write_json(os.path.join(d, 'compare.json'), res)
+    if opt['extrapolate']:   # every run's extrapolation in one table and one figure
+        ext = {'runs': [extrapolation(Evaluator({**opt, 'out_dir': r}, {})) for r in runs]}
+        ext['series'] = plot_extrapolation(ext['runs'], os.path.join(d, 'extrapolate.png'))
+        write_json(os.path.join(d, 'extrapolate.json'), ext)
+        res['extrapolate'] = ext
     return res
 
 
@@ -693,7 +713,7 @@ def main(argv):
             runs += [r for r in str(opt['compare']).split(',') if r]
         if runs:
             if knobs:
-                raise ConfigError(f"unknown key '{next(iter(knobs))}' (--compare reads logs, no knobs)")
+                raise ConfigError(f"unknown key '{next(iter(knobs))}' (--compare takes no model knobs)")
             return {'compare': run_compare(runs, opt)}
         if opt['stream'] and opt['eval_iters'] is not None:
             raise ConfigError("--stream=True scores the whole split; it does not take --eval_iters")

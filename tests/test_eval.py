@@ -153,7 +153,7 @@ def test_textnca_steps_gates_and_Ts_sweep(runs, tmp_path):
 
 
 def test_compare_table_and_curves(runs, tmp_path, capsys):
-    res = ev.main(['--compare', runs['gpt'], runs['parcae'], f'--out={tmp_path}'])['compare']
+    res = ev.main(['--compare', runs['gpt'], runs['parcae'], '--extrapolate=32,64', f'--out={tmp_path}'])['compare']
     table = capsys.readouterr().out
     assert '| gpt |' in table and '| parcae |' in table
     saved = json.load(open(tmp_path / 'compare.json'))
@@ -162,6 +162,9 @@ def test_compare_table_and_curves(runs, tmp_path, capsys):
     assert saved['runs'][0]['tokens'] == 4 * 4 * 32
     assert saved['series'] == 4                      # train + val curve per run
     assert res['runs'][1]['params'] == train.load_checkpoint(runs['parcae'])[0].num_params()
+    ext = json.load(open(tmp_path / 'extrapolate.json'))     # both runs in one figure
+    assert ext['series'] == 2 and [r['model'] for r in ext['runs']] == ['gpt', 'parcae']
+    assert ext['runs'][0]['rows'][1]['loss'] is None and ext['runs'][1]['rows'][1]['loss'] is not None
 
 
 def test_bad_input_is_one_line(runs, capsys):
