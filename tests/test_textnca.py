@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import textnca
+import baselines
+import train
 from textnca import TextNCA, TextNCAConfig, local_attention
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,11 +27,7 @@ PAPER_COUNTS = {
 # our exact counts: the flagship with biases everywhere, see the docstring of textnca.py
 EXACT = {'textnca_hier': 30_830_592, 'textnca_interleaved': 27_677_696, 'textnca_k2': 26_104_832,
          'textnca_k4': 35_556_352, 'textnca_residual': 26_107_392, 'textnca_l1': 21_379_072}
-TRAIN_KEYS = set("""data_dir out_dir eval_interval log_interval eval_iters eval_only always_save_checkpoint
-init_from dry_run seed dataset batch_size block_size gradient_accumulation_steps sampler model
-vocab_size optimizer learning_rate weight_decay beta1 beta2 eps grad_clip muon_lr muon_momentum
-muon_weight_decay muon_wd_decay schedule warmup_iters max_iters lr_decay_iters min_lr
-cooldown_frac device dtype compile p_synth synth_dataset p_fill hole_stride p_hole mask_id""".split())
+TRAIN_KEYS = set(train.DEFAULTS)
 CONFIGS = ['tf_6l', 'tf_12l', 'ut', 'swin_tf_staged', 'swin_tf_6l'] + sorted(
     os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, 'config', 'textnca_*.py')))
 
@@ -62,7 +59,6 @@ def test_paper_config_param_count(name):
     g = {k: v for k, v in runpy.run_path(os.path.join(ROOT, 'config', f'{name}.py')).items()
          if not k.startswith('__')}
     if g['model'] == 'gpt':
-        baselines = pytest.importorskip('baselines')
         C, M = baselines.GPTConfig, baselines.GPT
     else:
         assert g['model'] == 'textnca'
@@ -77,7 +73,7 @@ def test_paper_config_param_count(name):
     if name in EXACT:
         assert n == EXACT[name]
     if name in PAPER_COUNTS:
-        assert abs(n - PAPER_COUNTS[name]) <= 0.1e6, f'{name}: {n:,} vs paper {PAPER_COUNTS[name]:,.0f}'
+        assert abs(n - PAPER_COUNTS[name]) <= 0.1e6, f'{name}: {n:,} vs {PAPER_COUNTS[name]:,.0f}'
     # section 4.1 recipe
     assert (g['learning_rate'], g['beta1'], g['beta2'], g['weight_decay'], g['grad_clip']) == (6e-4, 0.9, 0.95, 0.1, 1.0)
     assert g['warmup_iters'] == 2000 and g['max_iters'] == 60000 and g['schedule'] == 'cosine'
@@ -189,7 +185,8 @@ def changed_positions(model, idx, p, **kw):
 @pytest.mark.parametrize('kernel', ['softmax', 'linear', 'gla', 'conv'])
 @pytest.mark.parametrize('orch', ['staged', 'single', 'stacked', 'interleaved', 'multi'])
 def test_causal(kernel, orch):
-    windows = {'staged': (2, 4, 8), 'single': (4,), 'stacked': (3, 3), 'interleaved': (2, 4, 8), 'multi': (3, 3, 3)}[orch]
+    windows = {'staged': (2, 4, 8), 'single': (4,), 'stacked': (3, 3),
+               'interleaved': (2, 4, 8), 'multi': (3, 3, 3)}[orch]
     m = build(tiny(kernel=kernel, orchestration=orch, windows=windows))
     idx = torch.randint(50, (1, 24))
     for p in (9, 23):
