@@ -133,10 +133,8 @@ class AnchorFusion(nn.Module):
 def prefix_summaries(g, v, eps=1e-12):
     """M~_is = N_is / sqrt(D_is) with N, D the causal cumulative sums of g v and g over j <= i.
     g: (B, L, S) gates, v: (B, L, S, m) values -> (B, L, S, m), all positions at once."""
-    B, L, S, m = v.shape
-    gv = (g.unsqueeze(-1) * v).float().view(B, L, S * m)
-    ND = torch.cat([gv, g.float()], dim=-1).cumsum(dim=1)  # one scan for N and D
-    N, D = ND[..., :S * m].view(B, L, S, m), ND[..., S * m:]
+    N = (g.unsqueeze(-1) * v).float().cumsum(dim=1)
+    D = g.float().cumsum(dim=1)
     return N * D.clamp_min(eps).rsqrt().unsqueeze(-1)
 
 
