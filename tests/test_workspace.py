@@ -8,10 +8,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import train
 from baselines import GPT, GPTConfig
 from workspace import VARIANTS, Workspace, WorkspaceConfig, prefix_summaries
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # tiny shapes: one thread is faster and steadier than two on a busy machine
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def tiny(**kw):
@@ -194,6 +204,13 @@ def count(name):
     assert cfg['max_iters'] == 20000
     assert cfg['batch_size'] * cfg['gradient_accumulation_steps'] * 512 * 20000 == 81_920_000
     return cfg, m.num_params()
+
+
+def test_configs_are_valid_train_configs():
+    for name in [n for size in BUDGETS.values() for n, _ in size] + ['cpu_workspace']:
+        cfg = train.resolve_config([os.path.join(ROOT, 'config', f'{name}.py')])  # unknown keys raise
+        model = train.build_model(cfg['model'], {**cfg, 'n_embd': 32, 'n_head': 4, 'd_ff': 16, 'slot_dim': 4})
+        assert model.config.block_size == cfg['block_size'] and model.config.vocab_size == 257
 
 
 @pytest.mark.parametrize('size', ['small', 'medium'])
