@@ -4,6 +4,7 @@ import math
 import os
 import runpy
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -275,3 +276,46 @@ def test_contract():
         WorkspaceConfig(variant='nope')
     with pytest.raises(ValueError):
         tiny()(torch.zeros(1, 33, dtype=torch.long))
+
+
+# ----------------------------------------------------------------------------- the byte-level protocol
+def test_block_sampler_covers_every_block_once_per_pass(tmp_path):
+    L, nblocks = 9, 10  # block_size 8: blocks of 9 symbols; 5 trailing symbols never used
+    d = tmp_path / 'blocks'
+    d.mkdir()
+    stream = np.arange(nblocks * L + 5, dtype=np.uint16)
+    stream.tofile(d / 'train.bin')
+    stream.tofile(d / 'val.bin')
+    cfg = {**train.DEFAULTS, 'data_dir': str(tmp_path), 'dataset': 'blocks', 'block_size': L - 1,
+           'sampler': 'blocks', 'batch_size': 2, 'gradient_accumulation_steps': 1, 'seed': 11}
+    batches = train.Batches(cfg)
+    passes = []
+    for p in range(2):
+        seen = []
+        for it in range(p * nblocks // 2, (p + 1) * nblocks // 2):
+            x, y, _ = batches.get('train', it)
+            xy = torch.cat([x[:, :1], y], dim=1)
+            assert torch.equal(x[:, 1:], y[:, :-1])
+            for row in xy.tolist():
+                assert row[0] % L == 0 and row == list(range(row[0], row[0] + L))  # one whole block
+                seen.append(row[0] // L)
+        assert sorted(seen) == list(range(nblocks))  # every block once, without replacement
+        passes.append(seen)
+    assert passes[0] != passes[1]  # reshuffled per pass
+
+
+def test_byte_tokenizer_row_separators(tmp_path):
+    import prepare_data
+    rows = [' \n', ' = Valkyria = \n', ' \n', ' Senjō no Valkyria 3 \n', '\n', ' end\n']
+    src = tmp_path / 'wikitext'
+    src.mkdir()
+    for f in ('wiki.train.raw', 'wiki.valid.raw', 'wiki.test.raw'):
+        (src / f).write_text(''.join(rows), encoding='utf-8')
+    out = prepare_data.prepare('wikitext103', tokenizer='byte', input=str(src), out_dir=str(tmp_path / 'data'), quiet=True)
+    ids = np.fromfile(os.path.join(out, 'train.bin'), dtype=np.uint16).tolist()
+    expected = []
+    for r in rows:
+        if r.strip():  # symbol 256 after each nonempty row; blank lines are HF's empty rows: nothing
+            expected += list(r.encode('utf-8')) + [256]
+    assert ids == expected
+    assert os.path.basename(out) == 'wikitext103_byte'
