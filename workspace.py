@@ -33,8 +33,10 @@ file follows that reconstruction, which matches the prose):
   have one parameter count ("nominal parameter count", Section 6). Here they are always
   registered and frozen (requires_grad=False) unless retention=True. Small (no width is given):
   plain 128 (4 heads), shared loop / adaptive exit 256 (8 heads), anchored / workspace 224
-  (7 heads), all head width 32, m = 32 (the head width, as at medium), the d_ff closest to a
-  918K budget; the largest gap is 202 (<= the paper's 474, which these widths do not reproduce).
+  (7 heads), all head width 32, m = 32 (the head width, as at medium); workspace d_ff 643 gives
+  918,443 (0.918M), and each control's d_ff is the integer closest to that (plain 506, shared
+  762, adaptive 760, anchored 743, conditioned-dense 737). The largest gap is 202, within the
+  paper's 474, which these widths do not reproduce exactly (no natural small widths did).
 - Retention rho_r exists for rounds r >= 1 (round 0 has no preceding summary).
 - Square-root normalisation guard: D is clamped at 1e-12 (D = 0 only if every gate underflows,
   and then N = 0 too, so M = 0). Sums run in float32 even under bf16 autocast.
