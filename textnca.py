@@ -350,6 +350,7 @@ class TextNCA(nn.Module):
         inv_freq = torch.exp(torch.arange(0, d, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / d))
         return torch.stack([torch.sin(n * inv_freq), torch.cos(n * inv_freq)], -1).view(d)
 
+    @torch.compiler.disable  # a Python int: torch.compile keeps one graph per Ts value
     def choose_Ts(self, Ts):
         cfg = self.config
         if Ts is None:
