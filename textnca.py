@@ -12,6 +12,9 @@ Hier-TextNCA (the flagship) runs K stages with windows (8, 32, 128); stage k has
 weights and applies them Ts = 4 times, with step embedding s_{(k-1)Ts + t} (Eq. 9).
 Every ablation of the paper is a config field: windows (reversed / uniform / non-monotone
 schedules, K = len(windows)), Ts, orchestration, gate, step_embed, kernel, stochastic_Ts.
+forward(idx, targets, Ts) takes the iteration count as a knob. For the paper's analyses:
+step_logits / step_losses (LN + head after every NCA step, Fig. 8), gate_stats (mean GRU
+update and reset gates per step, Fig. 10), step_names ('emb', 'S1.1', ...).
 
 Choices where the paper is vague (and why):
 - Biases in every Linear, LayerNorm with bias, GELU in the FFN, nanoGPT init (normal 0.02):
