@@ -60,7 +60,7 @@ def generate(model, idx, n, temperature, top_k, g, knobs):
     """idx (B, T) -> (B, T + n). Through decode_step when the model has one (and, with learned
     positions, the text fits the table), else full forwards over the last block_size tokens."""
     bs = model.config.block_size
-    fits = idx.size(1) + n <= bs or getattr(model.config, 'pos', None) != 'learned'
+    fits = idx.size(1) + n <= bs or getattr(model.config, 'pos', 'learned') != 'learned'
     if hasattr(model, 'decode_step') and fits:
         state = model.decode_init(idx.size(0), idx.device, **accepts(model.decode_init, knobs))
         step_knobs = accepts(model.decode_step, knobs)
