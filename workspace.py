@@ -39,7 +39,9 @@ file follows that reconstruction, which matches the prose):
   paper's 474, which these widths do not reproduce exactly (no natural small widths did).
 - Retention rho_r exists for rounds r >= 1 (round 0 has no preceding summary).
 - Square-root normalisation guard: D is clamped at 1e-12 (D = 0 only if every gate underflows,
-  and then N = 0 too, so M = 0). Sums run in float32 even under bf16 autocast.
+  and then N = 0 too, so M = 0). Sums run in float32 even under bf16 autocast. Without
+  retention the read is computed as sum_s (alpha_s / sqrt(D_s)) N_s, the same number as
+  sum_s alpha_s M_s without storing M (less memory and time).
 - W_g, W_v and W_q read the same z, so they are one fused Linear (rows S | S*m | m); the count and
   the computation are those of three separate projections.
 - Adaptive exit: an exit is the prediction LN -> W_LM of the state after a pass (one shared head);
@@ -132,12 +134,19 @@ class AnchorFusion(nn.Module):
         return h + self.A2(F.gelu(self.A1(self.ln_a(torch.cat([h, e], dim=-1)))))
 
 
-def prefix_summaries(g, v, eps=1e-12):
-    """M~_is = N_is / sqrt(D_is) with N, D the causal cumulative sums of g v and g over j <= i.
-    g: (B, L, S) gates, v: (B, L, S, m) values -> (B, L, S, m), all positions at once."""
-    N = (g.unsqueeze(-1) * v).float().cumsum(dim=1)
-    D = g.float().cumsum(dim=1)
-    return N * D.clamp_min(eps).rsqrt().unsqueeze(-1)
+EPS = 1e-12  # guards D = 0 (only when every gate underflows; then N = 0 too and M = 0)
+
+
+def prefix_sums(g, v):
+    """N_is = sum_{j<=i} g_js v_js and D_is = sum_{j<=i} g_js: causal cumulative sums over the
+    sequence, the current position included. g: (B, L, S), v: (B, L, S, m); float32 sums."""
+    return (g.unsqueeze(-1) * v).float().cumsum(dim=1), g.float().cumsum(dim=1)
+
+
+def prefix_summaries(g, v):
+    """M~_is = N_is / sqrt(D_is) (Equation 4), (B, L, S, m), all positions at once."""
+    N, D = prefix_sums(g, v)
+    return N * D.clamp_min(EPS).rsqrt().unsqueeze(-1)
 
 
 class SlotWorkspace(nn.Module):
@@ -162,14 +171,20 @@ class SlotWorkspace(nn.Module):
         """alpha (B, L, S): softmax over slots of k_s . q / sqrt(m)."""
         return torch.softmax(q @ self.keys.t() / math.sqrt(self.m), dim=-1)
 
-    def forward(self, u, M_prev=None, rho=None):
-        """gamma c (B, L, d) and this round's summaries M (B, L, S, m)."""
+    def forward(self, u, M_prev=None, rho=None, keep=False):
+        """gamma c (B, L, d), and this round's summaries M (B, L, S, m) when retention needs them
+        (M_prev given, or keep=True for the next round), else None."""
         g, v, q = self.writes(u)
-        M = prefix_summaries(g, v)
-        if M_prev is not None:  # retention (Equation 5): blend at the same prefix position
-            M = rho * M_prev + (1 - rho) * M
-        alpha = self.read_weights(q)
-        read = (alpha.unsqueeze(-1).to(M.dtype) * M).sum(dim=2)  # (B, L, m)
+        N, D = prefix_sums(g, v)
+        alpha = self.read_weights(q).float()
+        if M_prev is None and not keep:
+            # sum_s alpha_s M_s = sum_s (alpha_s / sqrt(D_s)) N_s: M is never materialised
+            read, M = ((alpha * D.clamp_min(EPS).rsqrt()).unsqueeze(-1) * N).sum(dim=2), None
+        else:
+            M = N * D.clamp_min(EPS).rsqrt().unsqueeze(-1)
+            if M_prev is not None:  # retention (Equation 5): blend at the same prefix position
+                M = rho * M_prev + (1 - rho) * M
+            read = (alpha.unsqueeze(-1) * M).sum(dim=2)
         self.last_gate = g.detach().mean()
         return self.gamma * self.W_o(read.to(u.dtype)), M
 
@@ -248,7 +263,7 @@ class Workspace(nn.Module):
             x = h if self.fusion is None else self.fusion(h, e)
             if self.workspace is not None:
                 rho = torch.sigmoid(self.retain_logit[r - 1]) if cfg.retention and r > 0 else None
-                c, M = self.workspace(x, M if rho is not None else None, rho)
+                c, M = self.workspace(x, M, rho, keep=cfg.retention)
                 x = x + c
             if cfg.variant == 'conditioned_dense':
                 x = x * (1 + self.cond_scale[r]) + self.cond_shift[r]
