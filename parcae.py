@@ -336,8 +336,7 @@ class Parcae(nn.Module):
             perm = torch.tensor(order, device=e.device)
             e, idx = e[perm], idx[perm]
         n_i = [t - k for t, k in zip(T_i, k_i)]
-        ves = [self.value_embeds[str(self.config.n_prelude + i)](idx) if str(self.config.n_prelude + i)
-               in self.value_embeds else None for i in range(cfg.n_recur_layers)]
+        ves = [self._value_embed(cfg.n_prelude + i, idx) for i in range(cfg.n_recur_layers)]
         u = self._input_term(e)
         A_bar = self.A_bar() if cfg.injection == 'diagonal' else None
         h = self._initial_state(B, e.shape[1], e.device).to(u.dtype)

@@ -25,7 +25,7 @@ batch_size = 12
 
 optimizer = 'adamw'       # torch.optim.Muon orthogonalises in bf16, very slow on a CPU
 learning_rate = 2e-3
-beta1 = 0.8
+beta1 = 0.9
 beta2 = 0.99
 weight_decay = 0.0
 schedule = 'trapezoid'
