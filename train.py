@@ -308,6 +308,8 @@ def make_optimizers(model, cfg, device_type):
         groups = [{'params': [p for p in rest if p.dim() >= 2], 'weight_decay': cfg['weight_decay']},
                   {'params': [p for p in rest if p.dim() < 2], 'weight_decay': 0.0},
                   {'params': muon, 'optimizer': 'muon'}]
+    for g in groups:  # frozen parameters (a model's fixed buffers-as-parameters) take no step
+        g['params'] = [p for p in g['params'] if p.requires_grad]
     adamw = [g for g in groups if g.get('optimizer', 'adamw') == 'adamw' and g['params']]
     muon = [g for g in groups if g.get('optimizer', 'adamw') == 'muon' and g['params']]
     opts = [torch.optim.AdamW(adamw, lr=cfg['learning_rate'], betas=(cfg['beta1'], cfg['beta2']), eps=cfg['eps'],
