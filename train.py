@@ -166,14 +166,14 @@ def dataset_vocab(cfg, meta):
     return cfg['vocab_size'], mid
 
 
-def measure_peak_flops(device, dtype, n=1024, reps=4):
+def measure_peak_flops(device, dtype, n=1024, reps=2):
     """A device's achievable matmul FLOP/s, measured (best of three rounds after a warm-up): the
     MFU denominator where no spec sheet applies, so MFU means something on a CPU too."""
     g = torch.Generator(device).manual_seed(0)  # leaves the global RNG alone (exact resume)
     a, b = (torch.randn(n, n, device=device, dtype=dtype, generator=g) for _ in range(2))
     sync = torch.cuda.synchronize if str(device).startswith('cuda') else (lambda: None)
     best = 0.0
-    for _ in range(4):
+    for _ in range(3):
         sync()
         t0 = time.perf_counter()
         for _ in range(reps):
@@ -308,8 +308,10 @@ def make_optimizers(model, cfg, device_type):
         groups = [{'params': [p for p in rest if p.dim() >= 2], 'weight_decay': cfg['weight_decay']},
                   {'params': [p for p in rest if p.dim() < 2], 'weight_decay': 0.0},
                   {'params': muon, 'optimizer': 'muon'}]
-    for g in groups:  # frozen parameters (a model's fixed buffers-as-parameters) take no step
+    for g in groups:  # frozen parameters take no step; optimizer='adamw' overrules a model's Muon groups
         g['params'] = [p for p in g['params'] if p.requires_grad]
+        if cfg['optimizer'] != 'muon':
+            g['optimizer'] = 'adamw'
     adamw = [g for g in groups if g.get('optimizer', 'adamw') == 'adamw' and g['params']]
     muon = [g for g in groups if g.get('optimizer', 'adamw') == 'muon' and g['params']]
     opts = [torch.optim.AdamW(adamw, lr=cfg['learning_rate'], betas=(cfg['beta1'], cfg['beta2']), eps=cfg['eps'],
