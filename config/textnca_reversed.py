@@ -18,7 +18,7 @@ grad_checkpoint = True
 # 2000 warmup steps, bf16, seq 512, 65,536 tokens/step (32 x 4 x 512), 60k steps, seed 42
 # (App. G). The paper trains on a 500M-token SlimPajama subset with the Mistral 32K vocabulary
 # and evaluates on WikiText-103: any dataset tokenised to 32000 ids fits (see README).
-dataset = 'wikitext103'
+dataset = 'wikitext103_gpt2_32000'  # python prepare_data.py wikitext103 --vocab 32000
 vocab_size = 32000
 block_size = 512
 batch_size = 32
