@@ -84,7 +84,7 @@ def structure(name, opt):
 
 
 def size_to(name, cfg, target, step):
-    """The width (multiple of step) whose count comes closest to target, then d_ff solved exactly."""
+    """The width (a multiple of step) whose count comes closest to target, then refine()."""
     fields = train.model_fields(name)
     if 'n_embd' not in fields:
         return cfg
@@ -95,31 +95,49 @@ def size_to(name, cfg, target, step):
         if 'd_ff' in fields:
             c['d_ff'] = dff if dff is not None else (None if d0_ff is None else max(8, round(d0_ff * d / d0 / 8) * 8))
         return c
-    def count(k):  # parameters at width k * step (the count grows with the width: bisect)
-        try:
-            return params_of(name, at(k * step))
-        except (ValueError, AssertionError, TypeError, RuntimeError, ConfigError):
-            return None
-    lo, hi = 1, 4 * cfg['n_embd'] // step
-    while count(lo) is None and lo < hi:
-        lo += 1
-    while lo < hi:
+
+    memo = {}
+
+    def count(k):  # parameters at width k * step, None where the model rejects that width
+        if k not in memo:
+            try:
+                memo[k] = params_of(name, at(k * step))
+            except (ValueError, AssertionError, TypeError, RuntimeError, ConfigError):
+                memo[k] = None
+        return memo[k]
+
+    def accepted(k, up):  # the nearest width the model accepts (Mamba2: d_inner a multiple of headdim)
+        while 1 <= k <= top and count(k) is None:
+            k += 1 if up else -1
+        return k if 1 <= k <= top else None
+    top = 4 * cfg['n_embd'] // step
+    lo, hi = 1, top
+    while lo < hi:   # the count grows with the width: the first accepted width at or above target
         mid = (lo + hi) // 2
-        c = count(mid)
-        if c is None or c < target:
-            lo = mid + 1
-        else:
+        k = accepted(mid, True)
+        if k is not None and count(k) >= target:
             hi = mid
-    cands = [(abs(c - target), k) for k in (lo - 1, lo) if k >= 1 and (c := count(k)) is not None]
-    if not cands:
+        else:
+            lo = mid + 1
+    best = None
+    for k in {accepted(lo, True), accepted(lo - 1, False)} - {None}:   # the widths either side
+        c = refine(name, at(k * step), fields, target)
+        gap = abs(params_of(name, c) - target)
+        if best is None or gap < best[0]:
+            best = (gap, c)
+    return cfg if best is None else best[1]
+
+
+def refine(name, cfg, fields, target):
+    """Solves a size knob that the count is linear in (d_ff, else Mamba2's d_state) for the exact
+    target, rounded to a multiple of 8, within a factor 4 of its value at this width."""
+    knob = next((k for k in ('d_ff', 'd_state') if k in fields), None)
+    if knob is None:
         return cfg
-    d = min(cands)[1] * step
-    if 'd_ff' not in fields:
-        return at(d)
-    a, b = 4 * d, 4 * d + 64
-    pa, pb = params_of(name, at(d, a)), params_of(name, at(d, b))
-    dff = round((a + (target - pa) * (b - a) / (pb - pa)) / 8) * 8 if pb != pa else a
-    return at(d, dff) if d // 2 <= dff <= 16 * d else at(d)
+    v0 = cfg.get(knob) or fields[knob] or 4 * cfg['n_embd']
+    p0, p1 = params_of(name, {**cfg, knob: v0}), params_of(name, {**cfg, knob: v0 + 64})
+    v = round((v0 + (target - p0) * 64 / (p1 - p0)) / 8) * 8 if p1 != p0 else v0
+    return {**cfg, knob: v} if max(8, v0 / 4) <= v <= 4 * v0 else cfg
 
 
 def shared_configs(names, opt):
