@@ -302,3 +302,214 @@ class GPT(nn.Module):
         x = self._blocks(self._embed(idx, state['pos']), idx, state['pos'], state['caches'])
         state['pos'] += 1
         return self._head(x)[:, -1], state
+
+
+# ----------------------------------------------------------------------------- Mamba2
+# Mamba-2 (Dao & Gu 2024, "Transformers are SSMs"), FON's recurrent baseline, in plain PyTorch:
+# the SSD layer computed by its exact chunked algorithm (quadratic inside a chunk of chunk_size
+# positions, a linear recurrence over chunk states), no custom kernels. Per layer (pre-norm
+# residual): in_proj -> [z, xBC, dt]; xBC -> causal depthwise conv -> SiLU -> x, B, C;
+#   h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t^T,   y_t = C_t h_t + D x_t   (per head: h is N x P)
+# y -> RMSNorm(y * SiLU(z)) -> out_proj. n_loop applies the stack of n_layer blocks n_loop times
+# (M2-Looped). The default is the FON paper's d 256 / L 4 baseline: with expand 4 and d_state 64
+# and an untied head it counts 29,077,440 (paper: 28.89M, +0.65%).
+
+@dataclass
+class Mamba2Config:
+    block_size: int = 1024     # nothing depends on it (no positions)
+    vocab_size: int = 50304
+    n_layer: int = 4
+    n_embd: int = 256
+    d_state: int = 64          # N
+    d_conv: int = 4
+    expand: int = 4            # d_inner = expand * n_embd
+    headdim: int = 64          # P; heads H = d_inner / P
+    ngroups: int = 1           # B, C shared by the heads of a group
+    chunk_size: int = 64       # SSD chunk length Q
+    n_loop: int = 1
+    dropout: float = 0.0
+    bias: bool = False
+    tie_weights: bool = False
+
+    def __post_init__(self):
+        d_inner = self.expand * self.n_embd
+        if d_inner % self.headdim:
+            raise ValueError(f"expand * n_embd ({d_inner}) must be a multiple of headdim ({self.headdim})")
+        if (d_inner // self.headdim) % self.ngroups:
+            raise ValueError(f"the heads ({d_inner // self.headdim}) must split evenly into ngroups ({self.ngroups})")
+
+
+def segsum(x):
+    """x (..., T) -> (..., T, T): out[i, j] = x[j+1] + ... + x[i] for i >= j, -inf above the diagonal."""
+    T = x.shape[-1]
+    x = x.unsqueeze(-1).expand(*x.shape, T)
+    below = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device), -1)
+    x = x.masked_fill(~below, 0).cumsum(-2)
+    return x.masked_fill(~torch.tril(torch.ones_like(below), 0), float('-inf'))
+
+
+def ssd_chunked(X, A, B, C, chunk):
+    """Exact SSD: X (b, T, H, P) (already times dt), A (b, T, H) = dt * A (log decay, <= 0),
+    B, C (b, T, H, N). Returns y (b, T, H, P) with h_t = exp(A_t) h_{t-1} + B_t X_t^T, y_t = C_t h_t."""
+    b, T, H, P = X.shape
+    Q = min(chunk, T)
+    nc = -(-T // Q)
+    pad = nc * Q - T
+    if pad:  # zero input and zero decay at the end change nothing before it
+        X, A, B, C = (F.pad(t, (0, 0) * (t.dim() - 2) + (0, pad)) for t in (X, A, B, C))
+    X, B, C = (t.reshape(b, nc, Q, H, -1) for t in (X, B, C))
+    A = A.reshape(b, nc, Q, H).permute(0, 3, 1, 2)                       # (b, H, nc, Q)
+    A_cum = A.cumsum(-1)
+    # 1. inside each chunk: the quadratic (attention-like) form
+    L = torch.exp(segsum(A))                                             # (b, H, nc, Q, Q)
+    y_diag = torch.einsum('bclhn,bcshn,bhcls,bcshp->bclhp', C, B, L, X)
+    # 2. each chunk's final state from its own inputs
+    decay_in = torch.exp(A_cum[..., -1:] - A_cum)                        # (b, H, nc, Q)
+    states = torch.einsum('bclhn,bhcl,bclhp->bchpn', B, decay_in, X)
+    # 3. the recurrence over chunk boundaries (zero initial state)
+    states = torch.cat([torch.zeros_like(states[:, :1]), states], 1)
+    decay_chunk = torch.exp(segsum(F.pad(A_cum[..., -1], (1, 0))))      # (b, H, nc+1, nc+1)
+    states = torch.einsum('bhzc,bchpn->bzhpn', decay_chunk, states)[:, :-1]
+    # 4. the state entering each chunk, read out at every position of it
+    y_off = torch.einsum('bclhn,bchpn,bhcl->bclhp', C, states, torch.exp(A_cum))
+    return (y_diag + y_off).reshape(b, nc * Q, H, P)[:, :T]
+
+
+class Mamba2Mixer(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        d, self.d_inner, N, G = cfg.n_embd, cfg.expand * cfg.n_embd, cfg.d_state, cfg.ngroups
+        self.nheads = self.d_inner // cfg.headdim
+        self.conv_dim = self.d_inner + 2 * G * N
+        self.in_proj = nn.Linear(d, 2 * self.d_inner + 2 * G * N + self.nheads, bias=cfg.bias)
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, cfg.d_conv, groups=self.conv_dim, padding=cfg.d_conv - 1)
+        self.dt_bias = nn.Parameter(torch.empty(self.nheads))
+        self.A_log = nn.Parameter(torch.empty(self.nheads))
+        self.D = nn.Parameter(torch.ones(self.nheads))
+        self.norm = nn.RMSNorm(self.d_inner)
+        self.out_proj = nn.Linear(self.d_inner, d, bias=cfg.bias)
+
+    def reset_ssm(self):
+        """Mamba2's init: A ~ U(1, 16), dt ~ logU(1e-3, 1e-1) through the inverse softplus."""
+        with torch.no_grad():
+            self.A_log.copy_(torch.empty_like(self.A_log).uniform_(1, 16).log())
+            dt = torch.exp(torch.empty_like(self.dt_bias).uniform_(math.log(1e-3), math.log(1e-1)))
+            self.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+
+    def split(self, zxbcdt):
+        return zxbcdt.split([self.d_inner, self.conv_dim, self.nheads], dim=-1)
+
+    def ssm_inputs(self, xBC, dt):
+        """-> x (..., H, P), B, C (..., H, N) (groups repeated over their heads), dt, A."""
+        G, N, P = self.cfg.ngroups, self.cfg.d_state, self.cfg.headdim
+        x, B, C = xBC.split([self.d_inner, G * N, G * N], dim=-1)
+        x = x.unflatten(-1, (self.nheads, P))
+        B = B.unflatten(-1, (G, N)).repeat_interleave(self.nheads // G, dim=-2)
+        C = C.unflatten(-1, (G, N)).repeat_interleave(self.nheads // G, dim=-2)
+        return x, B, C, F.softplus(dt + self.dt_bias), -torch.exp(self.A_log.float())
+
+    def forward(self, u):
+        T = u.shape[1]
+        z, xBC, dt = self.split(self.in_proj(u))
+        xBC = F.silu(self.conv1d(xBC.transpose(1, 2))[..., :T].transpose(1, 2))
+        x, B, C, dt, A = self.ssm_inputs(xBC, dt)
+        y = ssd_chunked((x * dt.unsqueeze(-1)).float(), (dt * A).float(), B.float(), C.float(), self.cfg.chunk_size)
+        y = (y + x * self.D[:, None]).to(u.dtype).flatten(-2)
+        return self.out_proj(self.norm(y * F.silu(z)))
+
+    def step(self, u, conv_state, ssm_state):
+        """One position: u (b, d); conv_state (b, conv_dim, d_conv - 1); ssm_state (b, H, P, N)."""
+        z, xBC, dt = self.split(self.in_proj(u))
+        win = torch.cat([conv_state, xBC.unsqueeze(-1)], -1)                 # (b, conv_dim, d_conv)
+        xBC = F.silu((win * self.conv1d.weight.squeeze(1)).sum(-1) + self.conv1d.bias)
+        x, B, C, dt, A = self.ssm_inputs(xBC, dt)
+        dA = torch.exp(dt * A)                                               # (b, H)
+        ssm_state = ssm_state * dA[..., None, None] + (x * dt.unsqueeze(-1)).float().unsqueeze(-1) * B.float().unsqueeze(-2)
+        y = (ssm_state @ C.float().unsqueeze(-1)).squeeze(-1)                # (b, H, P)
+        y = (y + x * self.D[:, None]).to(u.dtype).flatten(-2)
+        return self.out_proj(self.norm(y * F.silu(z))), win[..., 1:], ssm_state
+
+
+class Mamba2Block(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.norm = nn.RMSNorm(cfg.n_embd)
+        self.mixer = Mamba2Mixer(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x):
+        return x + self.drop(self.mixer(self.norm(x)))
+
+    def step(self, x, conv_state, ssm_state):
+        y, conv_state, ssm_state = self.mixer.step(self.norm(x), conv_state, ssm_state)
+        return x + y, conv_state, ssm_state
+
+
+class Mamba2(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        cfg = self.config = config
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.layers = nn.ModuleList([Mamba2Block(cfg) for _ in range(cfg.n_layer)])
+        self.norm_f = nn.RMSNorm(cfg.n_embd)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        if cfg.tie_weights:
+            self.lm_head.weight = self.wte.weight
+        for name, p in self.named_parameters():
+            if name.endswith('in_proj.weight') or name == 'wte.weight' or name == 'lm_head.weight':
+                nn.init.normal_(p, mean=0.0, std=0.02)
+            elif name.endswith('out_proj.weight'):    # one residual branch per block
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(cfg.n_layer * cfg.n_loop))
+            elif name.endswith('proj.bias'):
+                nn.init.zeros_(p)
+        for layer in self.layers:
+            layer.mixer.reset_ssm()
+
+    def num_params(self):
+        return sum(p.numel() for p in self.parameters())
+
+    def flops_per_token(self, seq_len):
+        """6 x (in/out projections per application + head) + the SSD terms per token and layer:
+        within a chunk Q (N G + d_inner) multiply-adds, chunk states and their read-out 2 N d_inner,
+        the conv d_conv per channel."""
+        cfg, m = self.config, self.layers[0].mixer
+        Q = min(cfg.chunk_size, seq_len)
+        proj = m.in_proj.weight.numel() + m.out_proj.weight.numel()
+        ssd = Q * (cfg.d_state * cfg.ngroups + m.d_inner) + 2 * cfg.d_state * m.d_inner + cfg.d_conv * m.conv_dim
+        apps = cfg.n_layer * cfg.n_loop
+        return 6 * (proj * apps + cfg.n_embd * cfg.vocab_size) + 6 * ssd * apps
+
+    def forward(self, idx, targets=None):
+        x = self.drop(self.wte(idx))
+        for _ in range(self.config.n_loop):
+            for layer in self.layers:
+                x = layer(x)
+        logits = self.lm_head(self.norm_f(x))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+
+    # recurrent decoding: per block application a conv window and an (H, P, N) state, O(1) in length
+    def decode_init(self, batch_size, device):
+        cfg, m = self.config, self.layers[0].mixer
+        dt = self.wte.weight.dtype
+        apps = cfg.n_layer * cfg.n_loop
+        return {'pos': 0,
+                'conv': [torch.zeros(batch_size, m.conv_dim, cfg.d_conv - 1, device=device, dtype=dt) for _ in range(apps)],
+                'ssm': [torch.zeros(batch_size, m.nheads, cfg.headdim, cfg.d_state, device=device) for _ in range(apps)]}
+
+    def decode_step(self, idx_t, state):
+        x = self.wte(idx_t)
+        i = 0
+        for _ in range(self.config.n_loop):
+            for layer in self.layers:
+                x, state['conv'][i], state['ssm'][i] = layer.step(x, state['conv'][i], state['ssm'][i])
+                i += 1
+        state['pos'] += 1
+        return self.lm_head(self.norm_f(x)), state
