@@ -10,6 +10,7 @@ out_dir/eval/) as JSON, and as a PNG where there is something to plot.
     python eval.py --out_dir=out --infill=True --battery=True
     python eval.py --out_dir=out --nca_steps=True --gates=True   # TextNCA Fig. 8 / Fig. 10
     python eval.py --compare out-gpt out-parcae out-fon   # Markdown table + loss curves
+    python eval.py --compare out-fon out-tf --extrapolate=256,512,1024,2048   # extrapolation, one figure
     python eval.py --out_dir=out --num_recur=16           # any forward knob, passed to every call
 
 Scoring. Default: train.py's own eval set (batches.get(split, -1 - k), k < eval_iters, with the
