@@ -7,8 +7,8 @@ Speed and memory of every model, side by side, measured one after the other in o
     python bench.py --decode=True --max_context=2048       # per-token decode latency, state memory
     python bench.py --json=bench.json                      # the records, as a JSON list
 
-Training step = forward + backward + the optimizer step train.py would build for the model
-(train.make_optimizers: AdamW, plus Muon for the groups a model's optim_groups sends there),
+Training step = forward + backward + the optimizer step train.py would build (train.make_optimizers:
+AdamW at the shared shape; a config file's own optimizer, e.g. Muon + AdamW for Parcae's Table 20),
 timed after `warmup` steps as the median of `iters` steps on one fixed random batch. ratio =
 ms_per_step / the reference's (GPT in --models mode when measured, else the first model);
 flops_ratio likewise for flops_per_token. Achieved FLOP/s = flops_per_token(T) * B * T / step
