@@ -246,17 +246,18 @@ class Batches:
     def get(self, split, it, micro=0):
         cfg, n = self.cfg, self.cfg['batch_size']
         g = self.generator(split, it, micro)
-        if cfg['sampler'] == 'blocks' and split == 'train':
+        training = split == 'train' and it >= 0   # eval sets use negative iterations: plain LM batches
+        if cfg['sampler'] == 'blocks' and training:
             xy = self.blocks(self.paths[split], n, it * cfg['gradient_accumulation_steps'] + micro)
         else:
             xy = self.windows(self.paths[split], n, g)
-        if self.synth is not None and split == 'train':
+        if self.synth is not None and training:
             use = torch.rand(n, generator=g) < cfg['p_synth']
             if use.any():
                 xy[use] = self.windows(self.synth[split], int(use.sum()), g)
         x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
         holes = None
-        if cfg['p_fill'] > 0 and split == 'train':
+        if cfg['p_fill'] > 0 and training:
             x, y, holes = make_holes(x, y, cfg, self.mask, g)
         return x, y, holes
 
