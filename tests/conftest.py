@@ -5,9 +5,11 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+torch.set_num_threads(1)  # tiny shapes: one thread is faster, and the suite runs on 2 cores
 
 
 def make_char_dataset(root, name='tiny', n_chars=60_000, seed=0):
