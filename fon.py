@@ -1,0 +1,460 @@
+"""
+FON: a draft-revise dual-organ language model without sequence-level quadratic attention
+(Hu, Pan, Hu; ../shared/papers/fon.txt). One weight stack, two organs:
+
+  drafting organ (per layer, Sec. 3.2 / Methods):
+      S[p] = sum_m lambda_m(x[p]) S[p - d_m] + B(x[p]) x[p],    y[p] = C(x[p]) S[p]
+      lambda_m(x) = exp(-softplus(rho_m + W_lambda x)),  n = 16 learnable delays d_m
+      block = mixing -> Add & Norm -> FFN -> Add & Norm, the trunk of L blocks run r times (T1, T2)
+  revision organ (Sec. 3.3, 3.4), entered after every drafting layer:
+      ripple(h)[p] = sum_{s in (8, 32)} w_s Conv_s(LN(h))[p], a stack of K = 2 such layers,
+      causal at non-hole positions, bidirectional at holes; gamma content addressing at holes only
+      (keys and values are token embeddings); h <- h + gate * (ripple + gamma * addr), gate = 0.02.
+
+Choices where the paper is vague (each fits its sizes, Table 2, and its stated properties):
+- Two vocab matrices. The paper says the head is shared, but 30.52M (FON-PC-T1), 30.99M (TF),
+  28.89M (Mamba2) at d 256, V 50304 only fit embedding + a separate head: its mixed-stack FLOPs
+  (9.58M = total 35.34M - 2Vd) leave ~4.8M parameters for the stack, and 30.52M - 4.8M = 2 V d.
+  So tie_weights=False; num_params counts what exists: 30,315,812 (-0.67%).
+- B(x) x = (W_B x) * (W_u x) and C(x) S = W_o((W_C x) * S): content-dependent diagonal input and
+  readout maps on a state of width D = 2d ("vector readout", Mamba-like linear B, C). D = 2d is the
+  width that brings a layer to ~1.06M parameters, what the counts and FLOPs leave per layer.
+- lambda_m is one scalar per tap and position (rho_m is indexed by m only), shared by the channels.
+  Then the recursion is one unit lower-triangular system (I - A) S = U per sequence with the same
+  T x T matrix A for every channel, A[p, p - k] = sum_m lambda_m(x[p]) w_m(k): solved exactly and
+  in parallel with one triangular solve per chunk of c = max_delay + 1 positions (a chunk only
+  reads itself and the chunk before), so training costs O(T c D), no loop over positions.
+- Learnable delays: d_m is a real number, clamped to [1, max_delay]; S[p - d_m] interpolates
+  linearly between the integer shifts floor(d_m) and floor(d_m) + 1, so the loss is differentiable
+  in d_m (also at integers: the slope is S[p - k - 1] - S[p - k]). Init 2^(m/2): 1 .. 181, sparse
+  and long range. rho is initialised so that sum_m lambda_m = 0.9 < 1 (a contraction: S stays
+  bounded at any length, the premise of the 256 -> 2048 extrapolation claim); W_lambda = 0.
+- Local position kernel: a learnable causal depthwise kernel over the last pos_kernel (8) input
+  embeddings, h0 = e + sum_k P[k] * e[p - k], zero-initialised; pos_kernel=0 is the "pos0" ablation.
+- Conv_s = a temporal kernel of width s shared by the channels, after a d x d channel map
+  (W_s z + b_s). Causal positions use a_s over lags 0..s-1; holes use their own kernel b_s of the
+  same width, centred (offsets -s/2..s/2-1), so the revision can tell left from right. One ripple
+  stack, one gamma map W_o and one gate vector serve every layer ("all layers share the same
+  dose"): 264,356 + 65,792 + 256 = 330,404 parameters against the paper's 0.266M + 0.066M = 0.332M.
+  mix(ripple, gamma addr) = their sum.
+- gamma is a fixed dose (config `gamma`, 0.1: the paper sweeps it over 0 .. 0.2); the query is the
+  hole's own hidden state (no parameters), keys = values = token embeddings of the positions within
+  +-addr_window/2 of the hole (window 32, the paper's optimum), the hole itself excluded.
+- Strict causality with bidirectional holes: a hole's bidirectional state must never reach a
+  non-hole position (bit-exact claim, Sec. 4.4), so the holes live in a second stream. The causal
+  stream is the model without holes (MASK ids as input at holes). The hole stream is computed as
+  if every position were a hole: it reads the causal stream's delay states S and its ripples, and
+  nothing reads it back; the logits at holes come from it, every other logit from the causal
+  stream. Without holes (pretraining, decode) only the causal stream runs.
+- Coupling: AR = drafting only (no revision anywhere, holes predicted from the prefix); OD = the
+  revision organ runs on demand, in the hole stream only; PC = persistent, the causal ripple also
+  revises the causal stream at every layer, and holes get the bidirectional one. Every variant
+  builds the revision organ (AR/OD configs count 30.32M vs the paper's 30.73M, -1.35%) so that
+  `coupling` is also a forward knob: a PC model run with coupling='AR' is the gate switched off.
+- The revision organ runs after every drafting layer in every round of the trunk recursion.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class FONConfig:
+    block_size: int = 256          # training length (nothing in the model is tied to it)
+    vocab_size: int = 50304
+    n_layer: int = 4               # L drafting layers
+    n_embd: int = 256              # d
+    expand: int = 2                # state width D = expand * d
+    n_taps: int = 16               # n delay taps
+    max_delay: int = 255           # delays live in [1, max_delay]; chunk length = max_delay + 1
+    pos_kernel: int = 8            # width of the local position kernel (0: off)
+    num_recur: int = 1             # trunk recursion r: T1 = 1, T2 = 2
+    d_ff: int = None               # None: 4 * d
+    coupling: str = 'PC'           # 'AR' | 'OD' | 'PC'
+    n_ripple: int = 2              # K ripple layers
+    ripple_widths: tuple = (8, 32)
+    gate_init: float = 0.02
+    gamma: float = 0.1
+    addr_window: int = 32
+    lambda_sum_init: float = 0.9   # sum_m lambda_m at initialisation
+    bias: bool = True
+    dropout: float = 0.0
+    tie_weights: bool = False
+
+    def __post_init__(self):
+        self.d_ff = self.d_ff or 4 * self.n_embd
+        self.ripple_widths = tuple(self.ripple_widths)
+        if self.coupling not in ('AR', 'OD', 'PC'):
+            raise ValueError(f"coupling must be AR|OD|PC, got {self.coupling!r}")
+        if self.max_delay < 1:
+            raise ValueError(f"max_delay must be >= 1, got {self.max_delay}")
+
+
+# ----------------------------------------------------------------------------- delay recursion
+def lag_weights(delays, c, max_delay):
+    """W[m, k-1] = weight of S[p - k] in the read of tap m, lags k = 1..c: linear interpolation
+    between the integer shifts floor(d_m) and floor(d_m) + 1 (differentiable in d_m). Lags past c
+    are dropped: callers use c < max_delay + 1 only when the whole sequence is shorter than c."""
+    d = delays.clamp(1, max_delay)
+    k0 = d.detach().floor()
+    f = (d - k0)[:, None]
+    lags = torch.arange(1, c + 1, device=delays.device, dtype=delays.dtype)
+    return (1 - f) * (lags == k0[:, None]) + f * (lags == k0[:, None] + 1)
+
+
+def skew(coef):
+    """coef (..., c, c) indexed [row r, lag k-1] -> A (..., c, 2c): A[r, r + c - k] = coef[r, k-1].
+    Columns 0..c-1 are the previous chunk, c..2c-1 this chunk (strictly below the diagonal)."""
+    c = coef.shape[-1]
+    x = F.pad(coef.flip(-1), (0, c + 1))
+    return x.flatten(-2)[..., :2 * c * c].unflatten(-1, (c, 2 * c))
+
+
+def delay_scan(N, U):
+    """Solves S[p] = U[p] - sum_q N[p, q] S[q] (N = -A: the recursion's coefficients, negated)
+    chunk by chunk. N (B, nc, c, 2c), U (B, nc, c, D). Within a chunk the system is unit lower
+    triangular (every delay >= 1); a chunk reads only itself and the one before (every delay
+    <= c), so there are nc - 1 sequential steps, each an exact triangular solve."""
+    c = N.shape[-2]
+    S, prev = [], None
+    for i in range(N.shape[1]):
+        rhs = U[:, i] if prev is None else U[:, i] - N[:, i, :, :c] @ prev
+        prev = torch.linalg.solve_triangular(N[:, i, :, c:], rhs, upper=False, unitriangular=True)
+        S.append(prev)
+    return torch.stack(S, 1)
+
+
+def delay_read(N, U, S):
+    """The hole stream: S_h[p] = U_h[p] - sum_q N_h[p, q] S[q] over the causal stream's states S
+    (B, nc, c, D); a plain product, nothing recurs on S_h."""
+    prev = F.pad(S, (0, 0, 0, 0, 1, 0))[:, :-1]                   # the chunk before (zeros first)
+    return U - N @ torch.cat([prev, S], 2)
+
+
+def pad_chunks(x, nc, c):
+    B, T = x.shape[:2]
+    if nc * c != T:
+        x = F.pad(x, (0, 0, 0, nc * c - T))
+    return x.view(B, nc, c, x.shape[-1])
+
+
+class DelayMixer(nn.Module):
+    """The drafting organ's mixing operator: S[p] = sum_m lambda_m(x[p]) S[p - d_m] + B(x[p]) x[p],
+    y[p] = C(x[p]) S[p]."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, D, n = cfg.n_embd, cfg.expand * cfg.n_embd, cfg.n_taps
+        self.c = cfg.max_delay + 1
+        self.in_proj = nn.Linear(d, 3 * D, bias=cfg.bias)          # W_u, W_B, W_C
+        self.lam = nn.Linear(d, n)                                 # W_lambda (zero init), bias = rho
+        self.delays = nn.Parameter(torch.empty(n))
+        self.out_proj = nn.Linear(D, d, bias=cfg.bias)
+        self.lambda_sum_init = cfg.lambda_sum_init
+
+    def init_special(self):
+        n = self.delays.numel()
+        with torch.no_grad():
+            self.delays.copy_(2.0 ** (torch.arange(n, dtype=torch.float32) / 2))
+            lam0 = self.lambda_sum_init / n                        # exp(-softplus(rho)) = lam0
+            self.lam.weight.zero_()
+            self.lam.bias.fill_(math.log(math.expm1(-math.log(lam0))))
+
+    def coeffs(self, x):
+        u, b, c = self.in_proj(x).chunk(3, dim=-1)
+        lam = torch.exp(-F.softplus(self.lam(x)))
+        return lam, b * u, c
+
+    def forward(self, x, S_causal=None):
+        """x (B, T, d). Causal stream: S_causal None, returns (y, S) with S (B, nc, c, D).
+        Hole stream: reads S_causal at the delays, returns (y, S_causal)."""
+        B, T, _ = x.shape
+        lam, U, c_gate = self.coeffs(x)
+        c = min(self.c, T)
+        nc = -(-T // c)
+        # the recursion runs in fp32 (no bf16 triangular solve, and it wants the precision)
+        with torch.autocast(x.device.type, enabled=False):
+            N = skew(pad_chunks(-lam.float(), nc, c) @ lag_weights(self.delays.float(), c, self.c - 1))
+            U = pad_chunks(U.float(), nc, c)
+            S = delay_scan(N, U) if S_causal is None else delay_read(N, U, S_causal)
+        y = self.out_proj(c_gate * S.view(B, nc * c, -1)[:, :T].to(x.dtype))
+        return y, (S if S_causal is None else S_causal)
+
+    def step(self, x, ring, t):
+        """Position t: x (B, d); ring (B, c, D) holds S[tau] in slot tau % c for the last c
+        positions (zeros before the start). Reads the 2n interpolated taps, writes slot t % c."""
+        lam, U, c_gate = self.coeffs(x)
+        d = self.delays.float().clamp(1, self.c - 1)
+        k0 = d.floor()
+        lags = torch.cat([k0, k0 + 1]).long()
+        w = torch.cat([1 - (d - k0), d - k0])
+        coef = lam.float().repeat(1, 2) * w                                  # (B, 2n)
+        S = (coef.unsqueeze(1) @ ring[:, (t - lags) % self.c]).squeeze(1) + U.float()
+        ring[:, t % self.c] = S
+        return self.out_proj(c_gate * S.to(x.dtype))
+
+
+class FFN(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.n_embd, cfg.d_ff, bias=cfg.bias)
+        self.c_proj = nn.Linear(cfg.d_ff, cfg.n_embd, bias=cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+
+
+class DraftLayer(nn.Module):
+    """mixing -> Add & Norm -> FFN -> Add & Norm (post-norm, Fig. 2b)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.mix = DelayMixer(cfg)
+        self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.ffn = FFN(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x, S_causal=None):
+        y, S = self.mix(x, S_causal)
+        x = self.ln_1(x + self.dropout(y))
+        return self.ln_2(x + self.ffn(x)), S
+
+    def step(self, x, ring, t):
+        x = self.ln_1(x + self.mix.step(x, ring, t))
+        return self.ln_2(x + self.ffn(x))
+
+
+# ----------------------------------------------------------------------------- revision organ
+def ripple_matrices(kernels, c, causal):
+    """The temporal kernels as chunk matrices K (n_w * c, W) acting on a window of chunks.
+    Causal, W = 2c (previous chunk, own chunk): out[p] = sum_{k<s} a[k] z[p-k]. Bidirectional,
+    W = 3c (previous, own, next chunk), centred: out[p] = sum_{j<s} b[j] z[p + j - s//2]."""
+    r = torch.arange(c, device=kernels[0].device)[:, None]
+    q = torch.arange((2 if causal else 3) * c, device=r.device)[None, :]
+    off = q - c - r                                        # key position - query position
+    Ks = []
+    for a in kernels:
+        s = a.numel()
+        k = -off if causal else off + s // 2
+        ok = (k >= 0) & (k < s)
+        Ks.append(torch.where(ok, a[k.clamp(0, s - 1)], torch.zeros((), dtype=a.dtype, device=a.device)))
+    return torch.cat(Ks, 0)
+
+
+def chunk_conv(z, K, n_w, causal):
+    """z (B, T, d) -> (B, T, n_w * d): every kernel of K applied along time, one matmul per chunk
+    window (cost O(T c d), not O(T^2 d))."""
+    B, T, d = z.shape
+    c = K.shape[0] // n_w
+    nc = -(-T // c)
+    zc = F.pad(z, (0, 0, 0, nc * c - T)).view(B, nc, c, d)
+    win = [F.pad(zc, (0, 0, 0, 0, 1, 0))[:, :-1], zc]
+    if not causal:
+        win.append(F.pad(zc, (0, 0, 0, 0, 0, 1))[:, 1:])
+    out = K.to(z.dtype) @ torch.cat(win, 2)                                 # (B, nc, n_w * c, d)
+    out = out.view(B, nc, n_w, c, d).permute(0, 1, 3, 2, 4).reshape(B, nc * c, n_w * d)
+    return out[:, :T]
+
+
+class Ripple(nn.Module):
+    """ripple(h)[p] = sum_s w_s Conv_s(LN(h))[p], Conv_s(z) = W_s (a_s * z) + b_s: a temporal
+    kernel of width s shared by the channels, then a channel map W_s. The kernel is a_s (lags
+    0..s-1) at non-hole positions and its own centred b_s (offsets -s/2..s/2-1) at holes."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg.n_embd
+        self.widths = cfg.ripple_widths
+        self.ln = nn.LayerNorm(d, bias=cfg.bias)
+        self.kernels = nn.ParameterList([nn.Parameter(torch.full((s,), 1.0 / s)) for s in self.widths])
+        self.kernels_bi = nn.ParameterList([nn.Parameter(torch.full((s,), 1.0 / s)) for s in self.widths])
+        self.w = nn.Parameter(torch.ones(len(self.widths)))
+        self.proj = nn.Linear(len(self.widths) * d, d, bias=False)          # [W_8 W_32]
+        self.conv_bias = nn.Parameter(torch.zeros(len(self.widths), d))     # b_s
+
+    def forward(self, h, causal):
+        kernels = self.kernels if causal else self.kernels_bi
+        K = ripple_matrices([w * a for w, a in zip(self.w, kernels)], max(self.widths), causal)
+        return self.proj(chunk_conv(self.ln(h), K, len(self.widths), causal)) + self.w @ self.conv_bias
+
+    def step(self, h, buf):
+        """One causal position: h (B, d); buf (B, max_s - 1, d) = the last LN(h) values."""
+        win = torch.cat([buf, self.ln(h).unsqueeze(1)], 1)                 # oldest .. newest
+        conv = [w * (a.flip(0)[:, None] * win[:, win.shape[1] - a.numel():]).sum(1)
+                for w, a in zip(self.w, self.kernels)]
+        return self.proj(torch.cat(conv, -1)) + self.w @ self.conv_bias, win[:, 1:]
+
+
+class Revision(nn.Module):
+    """K ripple layers + gamma content addressing; one instance revises after every layer."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.ripples = nn.ModuleList([Ripple(cfg) for _ in range(cfg.n_ripple)])
+        self.addr_out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)     # W_o
+        self.gate = nn.Parameter(torch.full((cfg.n_embd,), cfg.gate_init))
+        self.gamma, self.window = cfg.gamma, cfg.addr_window
+
+    def ripple(self, h, causal):
+        for rip in self.ripples:
+            h = rip(h, causal)
+        return h
+
+    def addr(self, q, emb, holes):
+        """gamma W_o(ctx) at holes, zero elsewhere. q (B, T, d) hole-stream states, emb (B, T, d)
+        token embeddings; ctx = softmax(q . e_j / sqrt(d)) e_j over the window around the hole."""
+        B, T, d = q.shape
+        bi, pi = holes.nonzero(as_tuple=True)
+        half = self.window // 2
+        off = torch.cat([torch.arange(-half, 0), torch.arange(1, half + 1)]).to(q.device)
+        pos = pi[:, None] + off[None, :]                                      # (N, W)
+        valid = (pos >= 0) & (pos < T)
+        keys = emb[bi[:, None], pos.clamp(0, T - 1)]                          # (N, W, d)
+        att = (keys @ q[bi, pi].unsqueeze(-1)).squeeze(-1) / math.sqrt(d)
+        att = att.masked_fill(~valid, float('-inf')).softmax(-1)
+        ctx = (att.unsqueeze(1) @ keys).squeeze(1)
+        out = torch.zeros_like(q)
+        out[bi, pi] = self.gamma * self.addr_out(ctx)
+        return out
+
+
+# ----------------------------------------------------------------------------- the model
+class FON(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        cfg = self.config = config
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.pos_kernel = nn.Parameter(torch.zeros(cfg.pos_kernel, cfg.n_embd)) if cfg.pos_kernel else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.layers = nn.ModuleList([DraftLayer(cfg) for _ in range(cfg.n_layer)])
+        self.revision = Revision(cfg)
+        self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        if cfg.tie_weights:
+            self.lm_head.weight = self.wte.weight
+        self.apply(self._init_weights)
+        for layer in self.layers:
+            layer.mix.init_special()
+        self._stats = {}
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if getattr(module, 'bias', None) is not None:
+                nn.init.zeros_(module.bias)
+
+    def num_params(self):
+        return sum(p.numel() for p in self.parameters())
+
+    def flops_per_token(self, seq_len):
+        """6 x matmul parameters per token (drafting trunk r times, the ripple matmuls where they
+        run, the head) + the sequence mixing as implemented: the chunk solve about c/2 D
+        multiply-adds per token (+ c D for the previous chunk when T > c), building its matrix
+        n c, the ripple kernels n_w 2 s_max d per ripple layer. Hole streams are not counted."""
+        cfg = self.config
+        c = min(cfg.max_delay + 1, seq_len)
+        D = cfg.expand * cfg.n_embd
+        layer = sum(m.weight.numel() for m in self.layers[0].modules() if isinstance(m, nn.Linear))
+        n_w = len(cfg.ripple_widths)
+        ripple = cfg.n_ripple * n_w * cfg.n_embd ** 2
+        conv = cfg.n_ripple * n_w * 2 * max(cfg.ripple_widths) * cfg.n_embd
+        pc = cfg.coupling == 'PC'
+        matmul = cfg.n_layer * cfg.num_recur * (layer + pc * ripple) + cfg.n_embd * cfg.vocab_size
+        scan = D * c / 2 + (D * c if seq_len > c else 0) + cfg.n_taps * c
+        return 6 * matmul + 6 * cfg.n_layer * cfg.num_recur * (scan + pc * conv)
+
+    def train_stats(self):
+        return self._stats
+
+    def _embed(self, idx):
+        e = self.wte(idx)
+        h = e
+        if self.pos_kernel is not None:
+            h = h + temporal_conv_depthwise(e, self.pos_kernel)
+        return e, self.drop(h)
+
+    def forward(self, idx, targets=None, holes=None, coupling=None):
+        """idx (B, T); holes (B, T) bool or None: at a hole idx holds the MASK id and the logits
+        predict the masked token; coupling None = the config's ('AR' | 'OD' | 'PC')."""
+        coupling = coupling or self.config.coupling
+        emb, h = self._embed(idx)
+        fill = holes is not None and coupling != 'AR' and bool(holes.any())
+        hh = h if fill else None                         # the hole stream
+        for _ in range(self.config.num_recur):
+            for layer in self.layers:
+                h, S = layer(h)
+                if fill:
+                    hh, _ = layer(hh, S)
+                    hh = hh + self.revision.gate * (self.revision.ripple(h, causal=False)
+                                                    + self.revision.addr(hh, emb, holes))
+                if coupling == 'PC':
+                    h = h + self.revision.gate * self.revision.ripple(h, causal=True)
+        if fill:
+            h = torch.where(holes.unsqueeze(-1), hh, h)
+        logits = self.lm_head(self.ln_f(h))
+        if self.training:
+            with torch.no_grad():
+                lam_sum = torch.stack([torch.exp(-F.softplus(l.mix.lam.bias)).sum() for l in self.layers])
+                self._stats = {'lambda_sum0': lam_sum.max().item(),     # sum_m lambda_m at x = 0
+                               'gate': self.revision.gate.abs().mean().item()}
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+
+    # ------------------------------------------------------------------ O(1)-state decoding
+    @torch.no_grad()
+    def decode_init(self, batch_size, device, coupling=None):
+        """A fixed-size state: per drafting application (L x r) a ring of the last c = max_delay + 1
+        delay states and, under PC, the last s - 1 ripple inputs; the last pos_kernel - 1 embeddings."""
+        cfg = self.config
+        coupling = coupling or cfg.coupling
+        d, D, c = cfg.n_embd, cfg.expand * cfg.n_embd, cfg.max_delay + 1
+        dt = self.wte.weight.dtype
+        zeros = lambda *shape: torch.zeros(batch_size, *shape, device=device, dtype=dt)
+        apps = cfg.n_layer * cfg.num_recur
+        state = {'coupling': coupling, 'pos': 0,
+                 'emb': zeros(max(cfg.pos_kernel - 1, 0), d),
+                 'S': [torch.zeros(batch_size, c, D, device=device) for _ in range(apps)]}
+        if coupling == 'PC':
+            state['ripple'] = [[zeros(max(cfg.ripple_widths) - 1, d) for _ in range(cfg.n_ripple)]
+                               for _ in range(apps)]
+        return state
+
+    @torch.no_grad()
+    def decode_step(self, idx_t, state):
+        """idx_t (B,) -> (logits (B, V), state): the logits forward gives at this position (the
+        coupling is the one given to decode_init). The state is updated in place."""
+        e = self.wte(idx_t)
+        h = e
+        if self.pos_kernel is not None:
+            win = torch.cat([state['emb'], e.unsqueeze(1)], 1)
+            h = e + (self.pos_kernel.flip(0) * win).sum(1)
+            state['emb'] = win[:, 1:]
+        pc = state['coupling'] == 'PC'
+        i = 0
+        for _ in range(self.config.num_recur):
+            for layer in self.layers:
+                h = layer.step(h, state['S'][i], state['pos'])
+                if pc:
+                    r = h
+                    for k, rip in enumerate(self.revision.ripples):
+                        r, state['ripple'][i][k] = rip.step(r, state['ripple'][i][k])
+                    h = h + self.revision.gate * r
+                i += 1
+        state['pos'] += 1
+        return self.lm_head(self.ln_f(h)), state
+
+
+def temporal_conv_depthwise(e, P):
+    """The local position kernel: sum_{k=0}^{w-1} P[k] * e[p - k] (causal, per channel)."""
+    w, d = P.shape
+    out = F.conv1d(F.pad(e.transpose(1, 2), (w - 1, 0)), P.flip(0).t().unsqueeze(1).to(e.dtype), groups=d)
+    return out.transpose(1, 2)
