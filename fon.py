@@ -326,6 +326,9 @@ class Revision(nn.Module):
 
 # ----------------------------------------------------------------------------- the model
 class FON(nn.Module):
+    # the revision organ idles without holes (W_o, the hole kernels) or entirely (AR, and OD
+    # without holes): under DDP these parameters get no gradient on some steps
+    ddp_find_unused_parameters = True
 
     def __init__(self, config):
         super().__init__()
