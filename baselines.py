@@ -290,7 +290,7 @@ class GPT(nn.Module):
         logits = self._head(self._blocks(self._embed(idx, 0), idx))
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
     # incremental decoding with a KV cache (windowed layers keep only their last w keys)
@@ -492,7 +492,7 @@ class Mamba2(nn.Module):
         logits = self.lm_head(self.norm_f(x))
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
     # recurrent decoding: per block application a conv window and an (H, P, N) state, O(1) in length
