@@ -26,6 +26,7 @@ import torch.nn.functional as F
 class GPTConfig:
     block_size: int = 1024
     vocab_size: int = 50304
+    n_positions: int = None    # rows of the learned position table; None: block_size
     n_layer: int = 12
     n_head: int = 12
     n_kv_head: int = None      # None: n_head (no grouped-query attention)
@@ -47,6 +48,7 @@ class GPTConfig:
 
     def __post_init__(self):
         self.n_kv_head = self.n_kv_head or self.n_head
+        self.n_positions = self.n_positions or self.block_size
         self.head_dim = self.head_dim or self.n_embd // self.n_head
         self.d_ff = self.d_ff or 4 * self.n_embd
         if isinstance(self.windows, int):
@@ -229,7 +231,7 @@ class GPT(nn.Module):
         self.has_ve = [cfg.value_embeds and i % 2 == (n - 1) % 2 for i in range(n)]
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(cfg.vocab_size, cfg.n_embd),
-            wpe=nn.Embedding(cfg.block_size, cfg.n_embd) if cfg.pos == 'learned' else None,
+            wpe=nn.Embedding(cfg.n_positions, cfg.n_embd) if cfg.pos == 'learned' else None,
             drop=nn.Dropout(cfg.dropout),
             h=nn.ModuleList([Block(cfg, cfg.windows[i], self.has_ve[i]) for i in range(n)]),
             ln_f=make_norm(cfg, cfg.n_embd),
@@ -267,8 +269,8 @@ class GPT(nn.Module):
         T = idx.shape[1]
         x = self.transformer.wte(idx)
         if self.config.pos == 'learned':
-            if pos0 + T > self.config.block_size:
-                raise ValueError(f"sequence of length {pos0 + T} is longer than block_size {self.config.block_size} (learned positions)")
+            if pos0 + T > self.config.n_positions:
+                raise ValueError(f"sequence of length {pos0 + T} is longer than the {self.config.n_positions} learned positions")
             x = x + self.transformer.wpe(torch.arange(pos0, pos0 + T, device=idx.device))
         return self.transformer.drop(x)
 

@@ -101,8 +101,10 @@ def test_loop_and_norms_change_the_output():
 
 def test_learned_positions_refuse_longer_input():
     m = GPT(tiny(block_size=8))
-    with pytest.raises(ValueError, match='longer than block_size 8'):
+    with pytest.raises(ValueError, match='longer than the 8 learned positions'):
         m(torch.zeros(1, 9, dtype=torch.long))
+    m = GPT(tiny(block_size=8, n_positions=16))       # a longer table: usable past the training length
+    assert m(torch.zeros(1, 16, dtype=torch.long))[0].shape == (1, 16, 50)
 
 
 def test_flops_per_token_counts_loops_and_windows():
