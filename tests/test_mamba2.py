@@ -5,20 +5,9 @@ import runpy
 import pytest
 import torch
 
-import baselines
 from baselines import Mamba2, Mamba2Config, ssd_chunked
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from threads, and on a busy CI box spinning BLAS threads make
-    them tens of times slower; the setting is restored after each test."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def tiny(**kw):
