@@ -119,7 +119,7 @@ def test_extrapolation_reports_learned_positions_as_nan(runs, tmp_path):
     saved = json.load(open(tmp_path / 'extrapolate.json'))
     rows = {r['length']: r for r in saved['rows']}
     assert rows[16]['loss'] is not None and rows[32]['loss'] is not None
-    assert rows[64]['loss'] is None and 'block_size' in rows[64]['note']   # past the position table
+    assert rows[64]['loss'] is None and 'learned positions' in rows[64]['note']   # past the position table
     assert rows[32]['delta_pct'] == pytest.approx(0.0)
     assert saved['series'] == 1 and (tmp_path / 'extrapolate.png').exists()
 
