@@ -325,6 +325,13 @@ class Revision(nn.Module):
 
 
 # ----------------------------------------------------------------------------- the model
+def temporal_conv_depthwise(e, P):
+    """The local position kernel: sum_{k=0}^{w-1} P[k] * e[p - k] (causal, per channel)."""
+    w, d = P.shape
+    out = F.conv1d(F.pad(e.transpose(1, 2), (w - 1, 0)), P.flip(0).t().unsqueeze(1).to(e.dtype), groups=d)
+    return out.transpose(1, 2)
+
+
 class FON(nn.Module):
     # the revision organ idles without holes (W_o, the hole kernels) or entirely (AR, and OD
     # without holes): under DDP these parameters get no gradient on some steps
@@ -345,7 +352,6 @@ class FON(nn.Module):
         self.apply(self._init_weights)
         for layer in self.layers:
             layer.mix.init_special()
-        self._stats = {}
 
     def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -373,8 +379,14 @@ class FON(nn.Module):
         scan = D * c / 2 + (D * c if seq_len > c else 0) + cfg.n_taps * c
         return 6 * matmul + 6 * cfg.n_layer * cfg.num_recur * (scan + pc * conv)
 
+    @torch.no_grad()
     def train_stats(self):
-        return self._stats
+        """max over layers of sum_m lambda_m at x = 0 (> 1 would let S grow), the mean |gate|,
+        the delay range."""
+        lam_sum = torch.stack([torch.exp(-F.softplus(l.mix.lam.bias)).sum() for l in self.layers])
+        delays = torch.cat([l.mix.delays for l in self.layers])
+        return {'lambda_sum0': lam_sum.max().item(), 'gate': self.revision.gate.abs().mean().item(),
+                'delay_min': delays.min().item(), 'delay_max': delays.max().item()}
 
     def _embed(self, idx):
         e = self.wte(idx)
@@ -402,14 +414,9 @@ class FON(nn.Module):
         if fill:
             h = torch.where(holes.unsqueeze(-1), hh, h)
         logits = self.lm_head(self.ln_f(h))
-        if self.training:
-            with torch.no_grad():
-                lam_sum = torch.stack([torch.exp(-F.softplus(l.mix.lam.bias)).sum() for l in self.layers])
-                self._stats = {'lambda_sum0': lam_sum.max().item(),     # sum_m lambda_m at x = 0
-                               'gate': self.revision.gate.abs().mean().item()}
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
     # ------------------------------------------------------------------ O(1)-state decoding
@@ -454,10 +461,3 @@ class FON(nn.Module):
                 i += 1
         state['pos'] += 1
         return self.lm_head(self.ln_f(h)), state
-
-
-def temporal_conv_depthwise(e, P):
-    """The local position kernel: sum_{k=0}^{w-1} P[k] * e[p - k] (causal, per channel)."""
-    w, d = P.shape
-    out = F.conv1d(F.pad(e.transpose(1, 2), (w - 1, 0)), P.flip(0).t().unsqueeze(1).to(e.dtype), groups=d)
-    return out.transpose(1, 2)
