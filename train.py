@@ -465,7 +465,10 @@ def main(argv):
         ckpt = None
     model = torch.compile(raw_model) if use_compile else raw_model
     if ddp:
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if device_type == 'cuda' else None)
+        # a model whose parts sit out some steps (FON's revision organ without holes) says so
+        unused = getattr(raw_model, 'ddp_find_unused_parameters', False)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if device_type == 'cuda' else None,
+                                                          find_unused_parameters=unused)
 
     tokens_per_iter = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps'] * world
     flops_per_iter = raw_model.flops_per_token(cfg['block_size']) * tokens_per_iter

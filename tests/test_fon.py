@@ -278,3 +278,13 @@ def test_train_py_pretrain_then_hole_finetune_then_infill(char_data, tmp_path):
     assert res['holes_passed'] and res['holes'] > 0
     p = run_script('sample.py', f'--out_dir={ft}', '--infill=True', '--start=the [MASK]at sat', '--num_samples=1')
     assert 'sat' in p.stdout and '[MASK]' not in p.stdout
+
+
+def test_ddp_two_gloo_processes(char_data, tmp_path):
+    """FON's revision organ gets no gradient on batches without holes: DDP must still run."""
+    from conftest import run_script
+    p = run_script('torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py',
+                   f'--data_dir={char_data}', f'--out_dir={tmp_path}/o', '--dataset=tiny', '--model=fon',
+                   '--n_layer=1', '--n_embd=32', '--block_size=32', '--batch_size=4', '--max_iters=3',
+                   '--eval_interval=3', '--eval_iters=1', '--compile=False', module=True)
+    assert 'world 2' in p.stdout
