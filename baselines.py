@@ -13,6 +13,8 @@ GPT is nanoGPT's GPT-2 by default (learned positions, LayerNorm, GELU, biases, t
                  computed in chunks so time and memory grow with T*w, not T^2
   n_loop         the stack of n_layer distinct blocks is applied n_loop times
                  (Universal Transformer: n_layer=1, n_loop=6; looped r=2: n_loop=2)
+  fused_qkv      one c_attn matrix (nanoGPT) or separate c_q, c_k, c_v (nanochat): the same
+                 function and count, but Muon orthogonalises each matrix it is given
 """
 import math
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ class GPTConfig:
     n_loop: int = 1
     tie_weights: bool = True
     logit_softcap: float = 0.0
+    fused_qkv: bool = True
 
     def __post_init__(self):
         self.n_kv_head = self.n_kv_head or self.n_head
@@ -128,7 +131,12 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.cfg, self.window = cfg, window
         self.n_head, self.n_kv, self.hd = cfg.n_head, cfg.n_kv_head, cfg.head_dim
-        self.c_attn = nn.Linear(cfg.n_embd, (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim, bias=cfg.bias)
+        if cfg.fused_qkv:
+            self.c_attn = nn.Linear(cfg.n_embd, (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim, bias=cfg.bias)
+        else:
+            self.c_q = nn.Linear(cfg.n_embd, cfg.n_head * cfg.head_dim, bias=cfg.bias)
+            self.c_k = nn.Linear(cfg.n_embd, cfg.n_kv_head * cfg.head_dim, bias=cfg.bias)
+            self.c_v = nn.Linear(cfg.n_embd, cfg.n_kv_head * cfg.head_dim, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_head * cfg.head_dim, cfg.n_embd, bias=cfg.bias)
         self.ve_gate = nn.Linear(32, cfg.n_kv_head, bias=False) if has_ve else None
         self.resid_dropout = nn.Dropout(cfg.dropout)
@@ -139,7 +147,10 @@ class CausalSelfAttention(nn.Module):
         """x: (B, T, C) at absolute positions pos0..pos0+T-1. cache: None, or a dict holding
         this layer's past k, v (incremental decoding); it is extended in place."""
         B, T, C = x.shape
-        q, k, v = self.c_attn(x).split([self.n_head * self.hd, self.n_kv * self.hd, self.n_kv * self.hd], dim=2)
+        if self.cfg.fused_qkv:
+            q, k, v = self.c_attn(x).split([self.n_head * self.hd, self.n_kv * self.hd, self.n_kv * self.hd], dim=2)
+        else:
+            q, k, v = self.c_q(x), self.c_k(x), self.c_v(x)
         q = q.view(B, T, self.n_head, self.hd).transpose(1, 2)
         k = k.view(B, T, self.n_kv, self.hd).transpose(1, 2)
         v = v.view(B, T, self.n_kv, self.hd)
@@ -257,6 +268,17 @@ class GPT(nn.Module):
 
     def num_params(self):
         return sum(p.numel() for p in self.parameters())
+
+    def optim_groups(self, weight_decay):
+        """nanoGPT's AdamW split (decay on matrices and embeddings, none on 1-D parameters); with
+        optimizer='muon', Parcae's Table 20 (nanochat): the blocks' attention and MLP matrices go
+        to Muon, the embeddings, head and value-embedding gates stay with AdamW."""
+        muon = [p for name, p in self.transformer.h.named_parameters() if p.ndim == 2 and 've_gate' not in name]
+        seen = {id(p) for p in muon}
+        rest = [p for p in self.parameters() if id(p) not in seen]
+        return [{'params': muon, 'weight_decay': weight_decay, 'optimizer': 'muon'},
+                {'params': [p for p in rest if p.ndim >= 2], 'weight_decay': weight_decay, 'optimizer': 'adamw'},
+                {'params': [p for p in rest if p.ndim < 2], 'weight_decay': 0.0, 'optimizer': 'adamw'}]
 
     def flops_per_token(self, seq_len):
         cfg = self.config

@@ -20,6 +20,7 @@ rope_base = 50000.0
 norm = 'rms'
 mlp = 'relu2'
 qk_norm = True
+fused_qkv = False          # separate q, k, v as nanochat: Muon orthogonalises each (Table 20)
 value_embeds = True
 tie_weights = True
 dropout = 0.0

@@ -27,7 +27,8 @@ def test_state_dict_uses_nanogpt_names():
 
 OPTIONS = [dict(), dict(pos='rope'), dict(pos='alibi'), dict(pos='none'), dict(norm='rms', mlp='relu2', bias=False),
            dict(mlp='swiglu'), dict(qk_norm=True), dict(value_embeds=True, n_kv_head=2), dict(windows=(4, 16)),
-           dict(n_loop=3), dict(tie_weights=False, logit_softcap=15.0), dict(pos='alibi', windows=5)]
+           dict(n_loop=3), dict(tie_weights=False, logit_softcap=15.0), dict(pos='alibi', windows=5),
+           dict(fused_qkv=False, n_kv_head=2, value_embeds=True)]
 
 
 @pytest.mark.parametrize('kw', OPTIONS, ids=[str(k) for k in OPTIONS])
@@ -46,6 +47,34 @@ def test_causal_and_decode_equals_forward(kw):
         lt, state = m.decode_step(x[:, t], state)
         steps.append(lt)
     torch.testing.assert_close(torch.stack(steps, 1), logits, atol=1e-5, rtol=1e-5)
+
+
+def test_separate_qkv_is_the_fused_matrix_split_and_muon_sees_three():
+    # nanochat (and Parcae's blocks) keep q, k, v apart, so Muon orthogonalises each of them
+    import train
+    torch.manual_seed(0)
+    fused = GPT(tiny(n_kv_head=2))
+    sep = GPT(tiny(n_kv_head=2, fused_qkv=False))
+    assert fused.num_params() == sep.num_params()
+    sd = fused.state_dict()
+    for i in range(2):
+        w, b = (sd.pop(f'transformer.h.{i}.attn.c_attn.{t}') for t in ('weight', 'bias'))
+        for name, wp, bp in zip('qkv', w.split([32, 16, 16]), b.split([32, 16, 16])):
+            sd[f'transformer.h.{i}.attn.c_{name}.weight'], sd[f'transformer.h.{i}.attn.c_{name}.bias'] = wp, bp
+    sep.load_state_dict(sd)
+    x = torch.randint(0, 50, (2, 24))
+    torch.testing.assert_close(sep(x)[0], fused(x)[0])
+    cfg = {'optimizer': 'muon', 'weight_decay': 0.1, 'learning_rate': 1e-3, 'muon_lr': None, 'beta1': 0.9,
+           'beta2': 0.95, 'eps': 1e-8, 'muon_momentum': 0.95, 'muon_weight_decay': 0.0}
+    m = GPT(tiny(n_kv_head=2, fused_qkv=False, value_embeds=True))
+    names = {id(p): n for n, p in m.named_parameters()}
+    adamw, muon = train.make_optimizers(m, cfg, 'cpu')
+    in_muon = {names[id(p)] for g in muon.param_groups for p in g['params']}
+    in_adamw = {names[id(p)] for g in adamw.param_groups for p in g['params']}
+    assert in_muon == {f'transformer.h.{i}.{n}.weight' for i in range(2)   # Parcae's Table 20
+                       for n in ('attn.c_q', 'attn.c_k', 'attn.c_v', 'attn.c_proj', 'mlp.c_fc', 'mlp.c_proj')}
+    assert 'transformer.h.1.attn.ve_gate.weight' in in_adamw and 'transformer.wte.weight' in in_adamw
+    assert len(in_muon) + len(in_adamw) == len(names)
 
 
 @pytest.mark.parametrize('w', [1, 3, 8, 17])
