@@ -7,8 +7,9 @@ The one trainer, for every model in the repo.
     python train.py config/parcae_140m.py --dry_run=True  # parameters and FLOPs, no memory
 
 A config file is plain Python assignments to the keys below or to fields of the chosen model's
-config dataclass. gradient_accumulation_steps is per process: one iteration sees
-batch_size * block_size * gradient_accumulation_steps * world_size tokens.
+config dataclass. As in nanoGPT, gradient_accumulation_steps counts micro-batches per iteration
+over all processes (each runs gradient_accumulation_steps / world_size of them), so one iteration
+sees batch_size * block_size * gradient_accumulation_steps tokens on any number of GPUs.
 """
 import dataclasses
 import importlib
@@ -200,6 +201,7 @@ class Batches:
 
     def __init__(self, cfg, rank=0, world=1, mask=None):
         self.cfg, self.rank, self.world, self.mask = cfg, rank, world, mask
+        self.accum = cfg['gradient_accumulation_steps'] // world   # micro-steps per process
         d = os.path.join(cfg['data_dir'], cfg['dataset'])
         self.paths = {s: os.path.join(d, f'{s}.bin') for s in ('train', 'val')}
         for p in self.paths.values():
@@ -248,7 +250,7 @@ class Batches:
         g = self.generator(split, it, micro)
         training = split == 'train' and it >= 0   # eval sets use negative iterations: plain LM batches
         if cfg['sampler'] == 'blocks' and training:
-            xy = self.blocks(self.paths[split], n, it * cfg['gradient_accumulation_steps'] + micro)
+            xy = self.blocks(self.paths[split], n, it * self.accum + micro)
         else:
             xy = self.windows(self.paths[split], n, g)
         if self.synth is not None and training:
@@ -395,6 +397,10 @@ def main(argv):
             dev = f'cuda:{local_rank}'
             torch.cuda.set_device(dev)
     master = rank == 0
+    if cfg['gradient_accumulation_steps'] % world:
+        fail(f"gradient_accumulation_steps ({cfg['gradient_accumulation_steps']}) counts micro-batches over all "
+             f"{world} processes and must be a multiple of {world}")
+    accum = cfg['gradient_accumulation_steps'] // world
     device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
     dt = cfg['dtype']
     if dt == 'auto':
@@ -470,7 +476,7 @@ def main(argv):
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if device_type == 'cuda' else None,
                                                           find_unused_parameters=unused)
 
-    tokens_per_iter = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps'] * world
+    tokens_per_iter = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
     flops_per_iter = raw_model.flops_per_token(cfg['block_size']) * tokens_per_iter
     peak = peak_flops(dev, ptdtype) * world
     if master:
@@ -489,9 +495,15 @@ def main(argv):
                 with autocast:
                     _, loss = model(x.to(dev), y.to(dev))
                 losses[k] = loss.item()
-            out[split] = losses.mean().item()
+            out[split] = losses.mean()
+        # every rank must take the same checkpoint/NaN decision (checkpoint() is collective), so the
+        # losses are averaged over ranks, which also evaluates on world x eval_iters batches
+        mean = torch.stack([out['train'], out['val']])
+        if ddp:
+            torch.distributed.all_reduce(mean)
+            mean /= world
         model.train()
-        return out
+        return {'train': mean[0].item(), 'val': mean[1].item()}
 
     def checkpoint(it):
         rng = [torch.get_rng_state()]
@@ -529,15 +541,15 @@ def main(argv):
         if iter_num >= cfg['max_iters']:
             break
 
-        for micro in range(cfg['gradient_accumulation_steps']):
+        for micro in range(accum):
             x, y, holes = batches.get('train', iter_num, micro)
             x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
             kw = {'holes': holes.to(dev)} if holes is not None and 'holes' in knobs else {}
             if ddp:  # sync gradients only on the last micro-step
-                model.require_backward_grad_sync = micro == cfg['gradient_accumulation_steps'] - 1
+                model.require_backward_grad_sync = micro == accum - 1
             with autocast:
                 _, loss = model(x, y, **kw)
-                loss = loss / cfg['gradient_accumulation_steps']
+                loss = loss / accum
             scaler.scale(loss).backward()
         if cfg['grad_clip'] > 0:
             for opt in opts:
@@ -550,7 +562,7 @@ def main(argv):
             opt.zero_grad(set_to_none=True)
 
         if iter_num % cfg['log_interval'] == 0 and master:
-            lossf = loss.item() * cfg['gradient_accumulation_steps']
+            lossf = loss.item() * accum
             if not math.isfinite(lossf):
                 fail(f"training loss is {lossf} at iter {iter_num}; {ckpt_path} still holds the last good state "
                      f"(iter {last_good}); resume with --init_from=resume and a lower learning_rate")
@@ -570,6 +582,10 @@ def main(argv):
         iter_num += 1
 
     if ddp:
+        # leave together, and free DDP (which holds the process group) before the group goes: a
+        # gloo rank that tore the group down while main() returned hung its peer now and then
+        torch.distributed.barrier()
+        del model
         torch.distributed.destroy_process_group()
 
 

@@ -39,10 +39,10 @@ def char_data(tmp_path_factory):
     return make_char_dataset(str(tmp_path_factory.mktemp('data')))
 
 
-def run_script(script, *args, env=None, check=True, cwd=ROOT, module=False):
+def run_script(script, *args, env=None, check=True, cwd=ROOT, module=False, timeout=600):
     cmd = [sys.executable] + (['-m'] if module else []) + [script] + [str(a) for a in args]
     full_env = {**os.environ, 'OMP_NUM_THREADS': '1', **(env or {})}
-    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=full_env, timeout=600)
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=full_env, timeout=timeout)
     if check and p.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     return p

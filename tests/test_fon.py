@@ -286,5 +286,6 @@ def test_ddp_two_gloo_processes(char_data, tmp_path):
     p = run_script('torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py',
                    f'--data_dir={char_data}', f'--out_dir={tmp_path}/o', '--dataset=tiny', '--model=fon',
                    '--n_layer=1', '--n_embd=32', '--block_size=32', '--batch_size=4', '--max_iters=3',
-                   '--eval_interval=3', '--eval_iters=1', '--compile=False', module=True)
+                   '--eval_interval=3', '--eval_iters=1', '--compile=False', '--gradient_accumulation_steps=2',
+                   module=True, timeout=300)
     assert 'world 2' in p.stdout

@@ -92,6 +92,7 @@ def test_parcae_adds_2d2_plus_3d(size):
     d = p['n_embd']
     assert dict(PAPER_COUNTS)[f'parcae_{size}.py'] - dict(GPT_COUNTS)[f'gpt_{size}.py'] == 2 * d * d + 3 * d
     assert g['n_layer'] == p['n_prelude'] + p['n_recur_layers'] + p['n_coda']
+    assert g['fused_qkv'] is False   # Muon sees W_Q, W_K, W_V apart, as in Parcae's blocks
 
 
 # ----------------------------------------------------------------------------- hand-written reference
@@ -424,8 +425,10 @@ def test_ddp_two_gloo_processes_with_random_depth(char_data, tmp_path):
     # gradient on every rank, so DDP runs without find_unused_parameters
     from conftest import read_log
     out = tmp_path / 'ddp'
-    p = _run(char_data, out, '--max_iters=4', '--eval_interval=2', launcher=('--standalone', '--nproc_per_node=2'))
+    p = _run(char_data, out, '--max_iters=4', '--eval_interval=2', '--gradient_accumulation_steps=2',
+             launcher=('--standalone', '--nproc_per_node=2'), timeout=300)
     assert 'world 2' in p.stdout
+    assert [r['iter'] for r in read_log(out, 'eval')] == [0, 2, 4]
     recs = read_log(out)
     assert [r['iter'] for r in recs] == [0, 1, 2, 3]
     for key in ('spectral_radius', 'recurrent_residual', 'state_norm', 'depth_mean'):

@@ -49,14 +49,20 @@ def test_resume_exact_with_muon_and_accumulation(char_data, tmp_path):
 
 
 def test_ddp_two_gloo_processes(char_data, tmp_path):
+    # gradient_accumulation_steps counts micro-batches over all ranks (nanoGPT): 4 over 2 ranks is
+    # 2 each, and an iteration holds 8 x 32 x 4 tokens whatever the world size
     out = tmp_path / 'ddp'
-    p = run_script('torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py',
-                   f'--data_dir={char_data}', f'--out_dir={out}', *TINY, '--max_iters=6', '--eval_interval=3',
-                   module=True)
-    assert 'world 2' in p.stdout
+    ddp = ('torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py', f'--data_dir={char_data}')
+    p = run_script(*ddp, f'--out_dir={out}', *TINY, '--max_iters=6', '--eval_interval=3',
+                   '--gradient_accumulation_steps=4', module=True, timeout=300)
+    assert 'world 2' in p.stdout and '1,024 tokens/iter' in p.stdout
     evals = read_log(out, 'eval')
     assert [e['iter'] for e in evals] == [0, 3, 6]
     assert len(torch.load(out / 'ckpt.pt', weights_only=False)['rng']) == 2
+    p = run_script(*ddp, f'--out_dir={tmp_path}/odd', *TINY, '--gradient_accumulation_steps=3', module=True,
+                   check=False, timeout=300)
+    assert p.returncode != 0
+    assert 'gradient_accumulation_steps (3) counts micro-batches over all 2 processes and must be a multiple of 2' in p.stderr
 
 
 def test_dry_run_counts_gpt2_124m(tmp_path):
