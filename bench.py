@@ -44,7 +44,6 @@ import torch
 
 import train
 from configurator import ConfigError, check, parse_args
-from eval import resolve_device
 
 # ----------------------------------------------------------------------------- defaults
 models = ''              # 'gpt,parcae,...'; '' = every registered model that imports
@@ -345,7 +344,7 @@ def main(argv):
         for k in ('batch_size', 'block_size'):
             if opt[k] is not None and (not isinstance(opt[k], int) or opt[k] < 1):
                 raise ConfigError(f"{k} must be a positive integer, got {opt[k]!r}")
-        dev, ptdtype, ctx = resolve_device(opt['device'], opt['dtype'])
+        dev, ptdtype, ctx = train.resolve_device(opt['device'], opt['dtype'])
         configs = file_configs(files, opt) if files else shared_configs(registered(opt), opt)
     except ConfigError as e:
         train.fail(e)

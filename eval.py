@@ -38,7 +38,6 @@ import json
 import math
 import os
 import sys
-from contextlib import nullcontext
 
 import numpy as np
 import torch
@@ -99,19 +98,6 @@ def split_argv(argv):
             args.append(a)
         i += 1
     return args, runs
-
-
-def resolve_device(device, dtype):
-    """(device, torch dtype, autocast context) as train.py picks them."""
-    dev = ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else device
-    device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
-    if dtype == 'auto':
-        dtype = 'bfloat16' if device_type == 'cuda' and torch.cuda.is_bf16_supported() else 'float32'
-    pt = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dtype)
-    if pt is None:
-        raise ConfigError(f"dtype must be auto, float32, bfloat16 or float16, got {dtype!r}")
-    ctx = nullcontext() if pt == torch.float32 else torch.autocast(device_type, dtype=pt)
-    return dev, pt, ctx
 
 
 def clean(x):
@@ -266,7 +252,7 @@ class Evaluator:
 
     def __init__(self, cfg, knobs):
         self.opt = cfg
-        self.dev, self.ptdtype, self.ctx = resolve_device(cfg['device'], cfg['dtype'])
+        self.dev, self.ptdtype, self.ctx = train.resolve_device(cfg['device'], cfg['dtype'])
         try:
             self.model, ckpt = train.load_checkpoint(cfg['out_dir'], self.dev)
         except RuntimeError as e:   # weights of other shapes than the model code builds now

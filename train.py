@@ -352,6 +352,19 @@ def log_jsonl(path, record):
         f.write(json.dumps(record) + '\n')
 
 
+def resolve_device(device, dtype):
+    """'auto' picks cuda when there is one, and bf16 where the GPU supports it: (device, torch
+    dtype, autocast context). eval.py and bench.py choose the same way."""
+    dev = ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else device
+    device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
+    if dtype == 'auto':
+        dtype = 'bfloat16' if device_type == 'cuda' and torch.cuda.is_bf16_supported() else 'float32'
+    pt = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dtype)
+    if pt is None:
+        raise ConfigError(f"dtype must be auto, float32, bfloat16 or float16, got {dtype!r}")
+    return dev, pt, nullcontext() if pt == torch.float32 else torch.autocast(device_type, dtype=pt)
+
+
 def fail(msg):
     print(f"error: {msg}", file=sys.stderr)
     sys.exit(2)
@@ -387,9 +400,10 @@ def main(argv):
     # --- distributed setup
     ddp = int(os.environ.get('RANK', -1)) != -1
     rank, local_rank, world = 0, 0, 1
-    dev = cfg['device']
-    if dev == 'auto':
-        dev = 'cuda' if torch.cuda.is_available() else 'cpu'
+    try:
+        dev, ptdtype, autocast = resolve_device(cfg['device'], cfg['dtype'])
+    except ConfigError as e:
+        fail(e)
     if ddp:
         rank, local_rank, world = int(os.environ['RANK']), int(os.environ['LOCAL_RANK']), int(os.environ['WORLD_SIZE'])
         torch.distributed.init_process_group(backend='nccl' if dev.startswith('cuda') else 'gloo')
@@ -402,13 +416,6 @@ def main(argv):
              f"{world} processes and must be a multiple of {world}")
     accum = cfg['gradient_accumulation_steps'] // world
     device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
-    dt = cfg['dtype']
-    if dt == 'auto':
-        dt = 'bfloat16' if device_type == 'cuda' and torch.cuda.is_bf16_supported() else 'float32'
-    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dt)
-    if ptdtype is None:
-        fail(f"dtype must be auto, float32, bfloat16 or float16, got {dt!r}")
-    autocast = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type, dtype=ptdtype)
     use_compile = cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda'
     torch.manual_seed(cfg['seed'] + rank)
     if device_type == 'cuda':
@@ -481,7 +488,7 @@ def main(argv):
     peak = peak_flops(dev, ptdtype) * world
     if master:
         print(f"model {cfg['model']}: {raw_model.num_params():,} parameters, {tokens_per_iter:,} tokens/iter, "
-              f"device {dev}, dtype {dt}, compile {use_compile}, world {world}")
+              f"device {dev}, dtype {str(ptdtype)[6:]}, compile {use_compile}, world {world}")
         json.dump(cfg, open(os.path.join(cfg['out_dir'], 'config.json'), 'w'), indent=1, default=str)
 
     @torch.no_grad()
