@@ -10,6 +10,7 @@ mistake stops with one line that says what was wrong and what is accepted (Confi
 import ast
 import difflib
 import os
+import sys
 import types
 
 
@@ -33,6 +34,9 @@ def parse_args(argv):
     """Config files and --key=value pairs, in order, into one dict of settings."""
     given = {}
     for arg in argv:
+        if arg in ('-h', '--help'):  # the script's own docstring is its usage
+            print((sys.modules['__main__'].__doc__ or '').strip())
+            sys.exit(0)
         if not arg.startswith('--'):
             given.update(_read_file(arg))
             continue

@@ -47,3 +47,11 @@ def test_every_config_file_is_valid():
     for f in files:
         cfg = resolve_config([f])
         assert cfg['model'] in ('gpt', 'mamba2', 'parcae', 'textnca', 'fon', 'workspace'), f
+
+
+def test_help_prints_the_scripts_usage():
+    from conftest import run_script
+    for script, first in [('train.py', 'The one trainer'), ('sample.py', 'Generate or infill'),
+                          ('eval.py', 'Evaluate a checkpoint')]:
+        p = run_script(script, '--help')
+        assert p.stdout.startswith(first) and '--key=value' not in p.stderr
