@@ -1,6 +1,7 @@
 """The trainer: loss falls, exact resume, DDP, compile, dry runs, and one-line errors."""
 import os
 
+import pytest
 import torch
 
 from conftest import read_log, run_script
@@ -59,6 +60,18 @@ def test_ddp_two_gloo_processes(char_data, tmp_path):
     evals = read_log(out, 'eval')
     assert [e['iter'] for e in evals] == [0, 3, 6]
     assert len(torch.load(out / 'ckpt.pt', weights_only=False)['rng']) == 2
+    # every rank takes the checkpoint decision from the same number: the mean of all ranks' eval
+    # losses (each rank has its own eval batches), recomputed here from the saved weights
+    import train
+    model, ckpt = train.load_checkpoint(out)
+    model.eval()
+    cfg = ckpt['config']
+    with torch.no_grad():
+        per_rank = [sum(model(*train.Batches(cfg, rank, 2).get('val', -1 - k)[:2])[1].item()
+                        for k in range(cfg['eval_iters'])) / cfg['eval_iters'] for rank in (0, 1)]
+    logged = {e['iter']: e['val_loss'] for e in evals}[ckpt['iter_num']]
+    assert abs(per_rank[0] - per_rank[1]) > 1e-3
+    assert logged == pytest.approx(sum(per_rank) / 2, abs=1e-5)
     p = run_script(*ddp, f'--out_dir={tmp_path}/odd', *TINY, '--gradient_accumulation_steps=3', module=True,
                    check=False, timeout=300)
     assert p.returncode != 0
