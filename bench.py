@@ -212,11 +212,11 @@ def cpu_step_bytes(model, opts, loss_fn):
 
     def pack(t):
         try:
-            s = t.untyped_storage()
-            if s.data_ptr() not in params:
-                saved[s.data_ptr()] = s.nbytes()
-        except (RuntimeError, NotImplementedError):
-            pass
+            key, n = t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
+        except (RuntimeError, NotImplementedError):  # a tensor without a plain storage: count it whole
+            key, n = id(t), t.numel() * t.element_size()
+        if key not in params:
+            saved[key] = n
         return t
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss = loss_fn()
