@@ -15,14 +15,6 @@ FIELDS = {'model', 'params', 'flops_per_token', 'ms_per_step', 'tokens_per_s', '
           'flops_ratio', 'mfu'}
 
 
-@pytest.fixture(scope='module', autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def test_shared_shape_matches_gpt_parameter_count():
     opt = dict(bench.DEFAULTS)
     configs = dict(bench.shared_configs(bench.registered(opt), opt))

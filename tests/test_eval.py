@@ -25,15 +25,6 @@ RUNS = {  # the GPT is hole fine-tuned (p_fill), so its vocabulary has the MASK 
 }
 
 
-@pytest.fixture(scope='module', autouse=True)
-def one_thread():
-    # tiny shapes: one thread avoids spin-waiting on a busy 2-core machine
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp('eval')

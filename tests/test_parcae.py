@@ -14,15 +14,6 @@ from parcae import Parcae, ParcaeConfig, rope_tables
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny shapes run fastest on one thread (and do not fight other processes for cores)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def tiny(**kw):
     args = dict(block_size=32, vocab_size=64, n_embd=64, n_head=2, head_dim=32, n_prelude=1,
                 n_recur_layers=2, n_coda=1, mean_recurrence=4)

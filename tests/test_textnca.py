@@ -32,15 +32,6 @@ CONFIGS = ['tf_6l', 'tf_12l', 'ut', 'swin_tf_staged', 'swin_tf_6l'] + sorted(
     os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, 'config', 'textnca_*.py')))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # tiny shapes: one thread is faster and steadier than two on a busy machine
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def tiny(**kw):
     base = dict(block_size=64, vocab_size=50, n_embd=32, n_head=4, d_ff=64, windows=(2, 4, 8), Ts=2)
     base.update(kw)

@@ -16,15 +16,6 @@ from workspace import VARIANTS, Workspace, WorkspaceConfig, prefix_summaries
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # tiny shapes: one thread is faster and steadier than two on a busy machine
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def tiny(**kw):
     cfg = dict(block_size=32, vocab_size=257, n_embd=32, n_head=4, d_ff=48, slot_dim=8)
     cfg.update(kw)
