@@ -143,10 +143,13 @@ def prefix_sums(g, v):
     return (g.unsqueeze(-1) * v).float().cumsum(dim=1), g.float().cumsum(dim=1)
 
 
-def prefix_summaries(g, v):
+def summaries(N, D):
     """M~_is = N_is / sqrt(D_is) (Equation 4), (B, L, S, m), all positions at once."""
-    N, D = prefix_sums(g, v)
     return N * D.clamp_min(EPS).rsqrt().unsqueeze(-1)
+
+
+def prefix_summaries(g, v):
+    return summaries(*prefix_sums(g, v))
 
 
 class SlotWorkspace(nn.Module):
@@ -181,7 +184,7 @@ class SlotWorkspace(nn.Module):
             # sum_s alpha_s M_s = sum_s (alpha_s / sqrt(D_s)) N_s: M is never materialised
             read, M = ((alpha * D.clamp_min(EPS).rsqrt()).unsqueeze(-1) * N).sum(dim=2), None
         else:
-            M = N * D.clamp_min(EPS).rsqrt().unsqueeze(-1)
+            M = summaries(N, D)
             if M_prev is not None:  # retention (Equation 5): blend at the same prefix position
                 M = rho * M_prev + (1 - rho) * M
             read = (alpha.unsqueeze(-1) * M).sum(dim=2)
