@@ -494,18 +494,16 @@ def main(argv):
     @torch.no_grad()
     def estimate_loss():
         model.eval()
-        out = {}
-        for split in ('train', 'val'):
-            losses = torch.zeros(cfg['eval_iters'])
+        losses = torch.zeros(2, cfg['eval_iters'], device=dev)   # on dev: nccl reduces only CUDA tensors
+        for i, split in enumerate(('train', 'val')):
             for k in range(cfg['eval_iters']):
                 x, y, _ = batches.get(split, -1 - k)   # negative iterations: a fixed eval set
                 with autocast:
                     _, loss = model(x.to(dev), y.to(dev))
-                losses[k] = loss.item()
-            out[split] = losses.mean()
+                losses[i, k] = loss.float()
+        mean = losses.mean(dim=1)
         # every rank must take the same checkpoint/NaN decision (checkpoint() is collective), so the
         # losses are averaged over ranks, which also evaluates on world x eval_iters batches
-        mean = torch.stack([out['train'], out['val']])
         if ddp:
             torch.distributed.all_reduce(mean)
             mean /= world
