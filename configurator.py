@@ -6,6 +6,15 @@ nanoGPT-style configuration, shared by train.py, sample.py, eval.py and bench.py
 A config file is plain Python assignments. --key=value overrides come after it; values are parsed
 with ast.literal_eval (a bare word stays a string) and must have the type of the default. A
 mistake stops with one line that says what was wrong and what is accepted (ConfigError).
+
+A config may name the config it varies, so that an ablation shows only what it changes:
+
+    base = 'textnca_hier.py'      # a path relative to this file's folder, or a tuple of them
+    out_dir = 'out-textnca-k2'
+    windows = (16, 128)
+
+The base files are read first (in order, each with its own bases), then this file's assignments
+replace their values. A config cannot use a base's values in its own expressions.
 """
 import ast
 import difflib
@@ -18,16 +27,28 @@ class ConfigError(Exception):
     pass
 
 
-def _read_file(path):
+def _read_file(path, chain=()):
+    """The settings of one config file, its bases' first; chain: the files that named it as a base."""
     if not os.path.isfile(path):
-        raise ConfigError(f"config file not found: {path} (expected a path such as config/gpt_140m.py)")
+        named_by = f" (the base of {chain[-1]})" if chain else " (expected a path such as config/gpt_140m.py)"
+        raise ConfigError(f"config file not found: {path}{named_by}")
+    if os.path.realpath(path) in map(os.path.realpath, chain):
+        raise ConfigError(f"config files name each other as base in a cycle: {' -> '.join(chain + (path,))}")
     ns = {}
     try:
         exec(compile(open(path).read(), path, 'exec'), ns)
     except Exception as e:  # a broken config file is the user's to fix: say where
         raise ConfigError(f"config file {path} failed to run: {type(e).__name__}: {e}")
-    return {k: v for k, v in ns.items() if not k.startswith('_')
-            and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
+    own = {k: v for k, v in ns.items() if not k.startswith('_')
+           and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
+    base = own.pop('base', ())
+    bases = (base,) if isinstance(base, str) else base
+    if not isinstance(bases, (tuple, list)) or not all(isinstance(b, str) for b in bases):
+        raise ConfigError(f"{path}: base must be a config file name or a tuple of them, got {base!r}")
+    settings = {}
+    for b in bases:
+        settings.update(_read_file(os.path.join(os.path.dirname(path), b), chain + (path,)))
+    return {**settings, **own}
 
 
 def parse_args(argv):

@@ -37,6 +37,32 @@ def test_broken_config_file_names_itself(tmp_path):
         parse_args([str(f)])
 
 
+def test_base_files_are_read_first_relative_to_the_config(tmp_path, monkeypatch):
+    (tmp_path / 'recipe').mkdir()
+    (tmp_path / 'recipe' / 'r.py').write_text("batch_size = 4\nlearning_rate = 1e-3\nseed = 1\n")
+    (tmp_path / 'main.py').write_text("base = 'recipe/r.py'\nbatch_size = 8\nwindows = (8, 32)\n")
+    (tmp_path / 'other.py').write_text("seed = 2\ndropout = 0.1\n")
+    (tmp_path / 'ablation.py').write_text("base = ('main.py', 'other.py')\nwindows = (4,)\n")
+    monkeypatch.chdir(tmp_path / 'recipe')  # a base names a file beside its config, not in the cwd
+    given = parse_args([str(tmp_path / 'ablation.py'), '--seed=3'])
+    assert given == {'batch_size': 8, 'learning_rate': 1e-3, 'seed': 3, 'windows': (4,), 'dropout': 0.1}
+    assert parse_args([str(tmp_path / 'ablation.py')])['seed'] == 2   # later bases win over earlier ones
+
+
+@pytest.mark.parametrize('files,msg', [
+    ({'a.py': "base = 'gone.py'\n"}, "config file not found: {d}/gone.py (the base of {d}/a.py)"),
+    ({'a.py': "base = 'b.py'\n", 'b.py': "base = 'a.py'\n"},
+     "config files name each other as base in a cycle: {d}/a.py -> {d}/b.py -> {d}/a.py"),
+    ({'a.py': "base = 3\n"}, "{d}/a.py: base must be a config file name or a tuple of them, got 3"),
+])
+def test_base_errors_are_one_line(tmp_path, files, msg):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError) as e:
+        parse_args([str(tmp_path / 'a.py')])
+    assert str(e.value) == msg.format(d=tmp_path)
+
+
 def test_every_config_file_is_valid():
     """Each config/*.py names a model and only keys that train.py or that model knows."""
     import glob
