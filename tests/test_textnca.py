@@ -2,7 +2,6 @@ import dataclasses
 import glob
 import math
 import os
-import runpy
 
 import pytest
 import torch
@@ -10,6 +9,7 @@ import torch.nn.functional as F
 
 import baselines
 import train
+from configurator import parse_args
 from textnca import TextNCA, TextNCAConfig, local_attention
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,8 +47,7 @@ def build(cfg, seed=0):
 
 @pytest.mark.parametrize('name', CONFIGS)
 def test_paper_config_param_count(name):
-    g = {k: v for k, v in runpy.run_path(os.path.join(ROOT, 'config', f'{name}.py')).items()
-         if not k.startswith('__')}
+    g = parse_args([os.path.join(ROOT, 'config', f'{name}.py')])
     if g['model'] == 'gpt':
         C, M = baselines.GPTConfig, baselines.GPT
     else:
