@@ -1,27 +1,18 @@
 # Parcae-140M (paper Tables 18, 19, 21): 144,323,136 parameters, 2/2/2 layers in P/R/C,
 # mu_rec 8, backprop depth 4, per-sequence truncated-Poisson depth. Matched baseline: config/gpt_140m.py.
+# parcae_370m.py, parcae_770m.py and parcae_1_3b.py are this file with their widths, depths and budgets.
 #   python train.py config/parcae_140m.py
 #   torchrun --standalone --nproc_per_node=8 train.py config/parcae_140m.py
 #   python eval.py --out_dir=out/parcae_140m --sweep=num_recur=1..24   (test-time depth, L(T) fit)
+base = 'recipe/parcae.py'
 model = 'parcae'
 out_dir = 'out/parcae_140m'
-# data: python prepare_data.py fineweb_edu --vocab 32768 --shards 210   (~55M tokens a shard;
-# GPT-2's BPE cut to its first 32768 ranks, the paper's vocabulary size; needs pip install pyarrow)
-dataset = 'fineweb_edu_gpt2_32768'
-vocab_size = 32768
-block_size = 2048
 n_embd = 768
 n_head = 6
-head_dim = 128
 n_prelude = 2
 n_recur_layers = 2
 n_coda = 2
-mlp = 'relu2'
 block = 'prenorm'
-qk_norm = True
-value_embeds = True
-rope_base = 50000.0
-tie_weights = True
 injection = 'diagonal'
 prelude_norm = True
 readout = True
@@ -29,27 +20,3 @@ mean_recurrence = 8
 mean_backprop_depth = 4
 depth_sampling = 'per_sequence'
 state_init = 'like-init'
-# 11.2B tokens: 256 sequences x 2048 tokens per step (Table 21)
-batch_size = 32
-gradient_accumulation_steps = 8   # per step over all GPUs (train.py divides by the world size)
-max_iters = 21362        # 11.2B / (256 * 2048)
-eval_interval = 512
-eval_iters = 16
-log_interval = 10
-# Table 21 recipe (simplified nanochat): Muon for attention/MLP matrices, AdamW for the rest
-optimizer = 'muon'
-learning_rate = 8e-3       # AdamW
-muon_lr = 8e-3
-beta1 = 0.8
-beta2 = 0.95
-eps = 1e-10
-weight_decay = 0.0
-muon_momentum = 0.95
-muon_weight_decay = 0.2
-muon_wd_decay = True      # linearly to 0 over max_iters
-schedule = 'trapezoid'    # fixed LR, no warmup, linear cooldown over the last 50%
-warmup_iters = 0
-cooldown_frac = 0.5
-min_lr = 0.0
-grad_clip = 1.0
-dtype = 'bfloat16'

@@ -1,55 +1,13 @@
-# Parcae-1.3B (paper Tables 18, 19, 21): 1,338,591,744 parameters, 8/8/8 layers in P/R/C,
-# mu_rec 8, backprop depth 4, per-sequence truncated-Poisson depth. Matched baseline: config/gpt_1_3b.py.
-#   python train.py config/parcae_1_3b.py
-#   torchrun --standalone --nproc_per_node=8 train.py config/parcae_1_3b.py
-#   python eval.py --out_dir=out/parcae_1_3b --sweep=num_recur=1..24   (test-time depth, L(T) fit)
-model = 'parcae'
+# Parcae-1.3B (paper Tables 18, 19, 21): 1,338,591,744 parameters, 8/8/8 layers in P/R/C, 104B tokens.
+# Matched baseline: config/gpt_1_3b.py.
+base = 'parcae_140m.py'
 out_dir = 'out/parcae_1_3b'
-# data: python prepare_data.py fineweb_edu --vocab 32768 --shards 1822   (~55M tokens a shard;
-# GPT-2's BPE cut to its first 32768 ranks, the paper's vocabulary size; needs pip install pyarrow)
-dataset = 'fineweb_edu_gpt2_32768'
-vocab_size = 32768
-block_size = 2048
 n_embd = 1536
 n_head = 12
-head_dim = 128
 n_prelude = 8
 n_recur_layers = 8
 n_coda = 8
-mlp = 'relu2'
-block = 'prenorm'
-qk_norm = True
-value_embeds = True
-rope_base = 50000.0
-tie_weights = True
-injection = 'diagonal'
-prelude_norm = True
-readout = True
-mean_recurrence = 8
-mean_backprop_depth = 4
-depth_sampling = 'per_sequence'
-state_init = 'like-init'
-# 104B tokens: 256 sequences x 2048 tokens per step (Table 21)
 batch_size = 8
-gradient_accumulation_steps = 32   # per step over all GPUs (train.py divides by the world size)
+gradient_accumulation_steps = 32
 max_iters = 198364        # 104B / (256 * 2048)
-eval_interval = 512
-eval_iters = 16
-log_interval = 10
-# Table 21 recipe (simplified nanochat): Muon for attention/MLP matrices, AdamW for the rest
-optimizer = 'muon'
 learning_rate = 6e-3       # AdamW
-muon_lr = 8e-3
-beta1 = 0.8
-beta2 = 0.95
-eps = 1e-10
-weight_decay = 0.0
-muon_momentum = 0.95
-muon_weight_decay = 0.2
-muon_wd_decay = True      # linearly to 0 over max_iters
-schedule = 'trapezoid'    # fixed LR, no warmup, linear cooldown over the last 50%
-warmup_iters = 0
-cooldown_frac = 0.5
-min_lr = 0.0
-grad_clip = 1.0
-dtype = 'bfloat16'

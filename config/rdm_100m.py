@@ -5,6 +5,7 @@
 #   python prepare_data.py fineweb_edu --shards 200   (needs pip install pyarrow)
 # The token budget of Table 3 is not in the paper's text: 10B tokens (19,074 steps of 256 x 2048).
 #   python train.py config/rdm_100m.py
+# rdm_350m.py and rdm_parcae_*.py are this file with only what they change.
 model = 'parcae'
 out_dir = 'out/rdm_100m'
 dataset = 'fineweb_edu'

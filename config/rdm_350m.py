@@ -1,51 +1,12 @@
 # RDM-350M, the recurrent-depth baseline of Geiping et al. as trained in the Parcae paper (Table 17,
-# Table 3): 382,765,056 parameters. Parcae on the same setup: config/rdm_parcae_350m.py.
-# The paper trains on the Huginn data with a 65536-token tokenizer; here FineWeb-Edu with GPT-2's BPE
-# (50257 ids in the 65536-row embedding, so the parameter count stays the paper's):
-#   python prepare_data.py fineweb_edu --shards 200   (needs pip install pyarrow)
-# The token budget of Table 3 is not in the paper's text: 10B tokens (19,074 steps of 256 x 2048).
-#   python train.py config/rdm_350m.py
-model = 'parcae'
+# Table 3): 382,765,056 parameters; rdm_100m.py at the larger shape. Parcae on the same setup:
+# config/rdm_parcae_350m.py.
+base = 'rdm_100m.py'
 out_dir = 'out/rdm_350m'
-dataset = 'fineweb_edu'
-vocab_size = 65536
-block_size = 2048
 n_embd = 2048
 n_head = 16
-head_dim = 128
 d_ff = 7040
-mlp = 'swiglu'
-qk_norm = False
-value_embeds = False
-rope_base = 50000.0
-tie_weights = True
-n_prelude = 1
 n_recur_layers = 2
-n_coda = 1
-injection = 'linear'      # RDM: h <- W [h; e], W in R^{d x 2d}, unconstrained (Table 1: unstable)
-block = 'sandwich'        # Geiping et al.: norm before and after each sublayer
-prelude_norm = False
-readout = False
 mean_recurrence = 8
 mean_backprop_depth = 4
-depth_sampling = 'per_batch'   # prior work: one depth per micro-batch (sec. 2.1)
-state_init = 'like-init'
-batch_size = 16
-gradient_accumulation_steps = 16
-max_iters = 19074
-eval_interval = 512
-eval_iters = 16
-log_interval = 10
-# Appendix Q.1: AdamW (0.9, 0.95), constant LR with 4096-step warmup and cooldown, clip 1
-# (the best RDM learning rate of the sweep, used unchanged for Parcae)
-optimizer = 'adamw'
 learning_rate = 2e-4
-beta1 = 0.9
-beta2 = 0.95
-weight_decay = 0.1         # not stated in the paper
-schedule = 'trapezoid'
-warmup_iters = 4096
-cooldown_frac = 0.2147   # 4096 steps
-min_lr = 0.0
-grad_clip = 1.0
-dtype = 'bfloat16'

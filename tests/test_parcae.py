@@ -3,12 +3,12 @@ hand-written formulas, depth sampling and truncated backprop, optimizer groups, 
 import dataclasses
 import math
 import os
-import runpy
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from configurator import parse_args
 from parcae import Parcae, ParcaeConfig, rope_tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,7 +38,7 @@ def randomized(cfg, seed=0):
 
 
 def load_config(name):
-    return runpy.run_path(os.path.join(ROOT, 'config', name))
+    return parse_args([os.path.join(ROOT, 'config', name)])
 
 
 def build(cls_model, cls_cfg, settings):
