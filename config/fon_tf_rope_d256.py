@@ -1,34 +1,7 @@
 # Positional-engineering control (Sec. 4.3: RoPE +18.6% from 256 to 2048), the matched 8k-step budget.
+base = 'fon_tf_d256.py'
 out_dir = 'out-fon-tf-rope-d256'
-
-model = 'gpt'
-n_layer = 4
-n_head = 4
-n_embd = 256
 pos = 'rope'
-tie_weights = False                # the paper's counts need a separate head (see fon.py)
-n_loop = 1
-
-# the paper's recipe (Sec. 4.1 / Methods): AdamW 3e-4, betas (0.9, 0.95), wd 0.1, warmup 300,
-# cosine over 20k steps, clip 1.0, batch 16 x seq 256, fp32, synthetic skills mixed in at 0.35
-dataset = 'wikitext103'            # python prepare_data.py wikitext103
-synth_dataset = 'synthetic_gpt2'   # python prepare_data.py synthetic --tokenizer gpt2
-p_synth = 0.35
-vocab_size = 50304
-block_size = 256
-batch_size = 16
-gradient_accumulation_steps = 1
-learning_rate = 3e-4
-beta1 = 0.9
-beta2 = 0.95
-weight_decay = 0.1
-grad_clip = 1.0
-schedule = 'cosine'
-warmup_iters = 300
+n_positions = None                 # no position table
 max_iters = 8000
 lr_decay_iters = 8000
-min_lr = 3e-5                      # not in the paper: nanoGPT's lr / 10
-dtype = 'float32'
-eval_interval = 1000
-eval_iters = 50
-log_interval = 50

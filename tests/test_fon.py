@@ -1,12 +1,12 @@
 """fon.FON: the delay recursion against its loop, strict causality with bidirectional holes,
 gradients into the delays, O(1)-state decoding, the paper's parameter counts, hole filling."""
 import os
-import runpy
 
 import pytest
 import torch
 
 import fon
+from configurator import parse_args
 from fon import FON, FONConfig
 from train import make_holes
 
@@ -193,7 +193,7 @@ def test_decode_state_size_is_constant():
 
 
 def fields(cls, path):
-    cfg = runpy.run_path(path)
+    cfg = parse_args([path])
     names = set(cls.__dataclass_fields__)
     return {k: v for k, v in cfg.items() if k in names}
 

@@ -1,11 +1,11 @@
 """baselines.Mamba2: the chunked SSD scan against its recurrence, causality, decode, counts."""
 import os
-import runpy
 
 import pytest
 import torch
 
 from baselines import Mamba2, Mamba2Config, ssd_chunked
+from configurator import parse_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -86,7 +86,7 @@ def test_trains():
 
 
 def fields(cls, path):
-    cfg = runpy.run_path(path)
+    cfg = parse_args([path])
     names = {f for f in cls.__dataclass_fields__}
     return {k: v for k, v in cfg.items() if k in names}
 
