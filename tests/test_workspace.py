@@ -2,7 +2,6 @@
 retention, the conditioned-dense control's zero start, the paper's parameter budgets, training."""
 import math
 import os
-import runpy
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ import torch.nn.functional as F
 
 import train
 from baselines import GPT, GPTConfig
+from configurator import parse_args
 from workspace import VARIANTS, Workspace, WorkspaceConfig, prefix_summaries
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -187,7 +187,7 @@ BUDGETS = {
 
 
 def count(name):
-    cfg = runpy.run_path(os.path.join(ROOT, 'config', f'{name}.py'))
+    cfg = parse_args([os.path.join(ROOT, 'config', f'{name}.py')])
     model, cfg_cls = (GPT, GPTConfig) if cfg['model'] == 'gpt' else (Workspace, WorkspaceConfig)
     fields = cfg_cls.__dataclass_fields__
     with torch.device('meta'):
