@@ -7,13 +7,8 @@
 #   python eval.py --out_dir=out-cpu-fon-ft --infill=True
 #   python sample.py --out_dir=out-cpu-fon-ft --infill=True --start="To be, or not to [MASK][MASK], that is"
 #   python sample.py --out_dir=out-cpu-fon       # decodes through the O(1) recurrent state
+base = 'recipe/shakespeare_char.py'
 out_dir = 'out-cpu-fon'
-dataset = 'shakespeare_char'
-eval_interval = 250
-eval_iters = 20
-log_interval = 10
-always_save_checkpoint = False
-
 model = 'fon'
 vocab_size = 66            # 65 characters + the MASK row the hole fine-tuning needs (id 65)
 n_layer = 3
@@ -22,16 +17,7 @@ max_delay = 127
 num_recur = 1
 coupling = 'PC'
 block_size = 128
-batch_size = 12
-
 learning_rate = 2e-3
 max_iters = 1500
 lr_decay_iters = 1500
 min_lr = 2e-4
-beta2 = 0.99
-warmup_iters = 100
-weight_decay = 0.1
-grad_clip = 1.0
-
-device = 'cpu'
-compile = False

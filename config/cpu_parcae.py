@@ -4,13 +4,8 @@
 #   python train.py config/cpu_parcae.py
 #   python eval.py --out_dir=out-cpu-parcae --sweep=num_recur=1..12
 #   python sample.py --out_dir=out-cpu-parcae --num_recur=8
+base = 'recipe/shakespeare_char.py'
 out_dir = 'out-cpu-parcae'
-dataset = 'shakespeare_char'
-eval_interval = 250
-eval_iters = 20
-log_interval = 10
-always_save_checkpoint = False
-
 model = 'parcae'
 n_embd = 128
 n_head = 4
@@ -20,19 +15,12 @@ n_recur_layers = 2
 n_coda = 2
 mean_recurrence = 4
 mean_backprop_depth = 2
-block_size = 64
-batch_size = 12
-
 optimizer = 'adamw'       # torch.optim.Muon orthogonalises in bf16, very slow on a CPU
 learning_rate = 2e-3
 beta1 = 0.9
-beta2 = 0.99
 weight_decay = 0.0
 schedule = 'trapezoid'
 warmup_iters = 50
 cooldown_frac = 0.5
 min_lr = 0.0
 max_iters = 1500
-
-device = 'cpu'
-compile = False

@@ -1,30 +1,15 @@
 # Hier-TextNCA on tiny Shakespeare (characters) on a laptop CPU in a few minutes: the flagship's
 # shape (3 stages, narrow-to-wide windows, GRU gate, learned step embeddings) at width 96.
 # First: python prepare_data.py shakespeare_char   (offline: add --input path/to/input.txt)
+base = 'recipe/shakespeare_char.py'
 out_dir = 'out-textnca-char'
-dataset = 'shakespeare_char'
-eval_interval = 250
-eval_iters = 20
-log_interval = 10
-always_save_checkpoint = False
-
 model = 'textnca'
 n_embd = 96
 n_head = 4
 d_ff = 384
 windows = (4, 16, 64)
 Ts = 2
-block_size = 64
-batch_size = 12
-
 learning_rate = 2e-3
 max_iters = 1000
 lr_decay_iters = 1000
 min_lr = 2e-4
-beta2 = 0.99
-warmup_iters = 100
-weight_decay = 0.1
-grad_clip = 1.0
-
-device = 'cpu'
-compile = False
