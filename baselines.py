@@ -15,6 +15,16 @@ GPT is nanoGPT's GPT-2 by default (learned positions, LayerNorm, GELU, biases, t
                  (Universal Transformer: n_layer=1, n_loop=6; looped r=2: n_loop=2)
   fused_qkv      one c_attn matrix (nanoGPT) or separate c_q, c_k, c_v (nanochat): the same
                  function and count, but Muon orthogonalises each matrix it is given
+  init           'gpt2': N(0, 0.02), residual projections 0.02 / sqrt(2 n_layer n_loop) (nanoGPT);
+                 'scaled_zero': Parcae's Table 18, the init of Parcae and its Transformer
+                 baselines alike: every matrix and embedding (value embeddings included)
+                 N(0, 2/(5d)) truncated at 3 std, the attention and MLP output projections
+                 zero, the value-embedding gates zero (gate 2 sigmoid(0) = 1), biases zero.
+                 The authors' code (sandyresearch/parcae, init_orthogonal=True) differs: its
+                 matrices and token embedding are scaled orthogonal (QR of a truncated normal,
+                 entries of the same scale), value embeddings stay at nn.Embedding's N(0, 1),
+                 ve_gate at nn.Linear's default uniform, and its ReLU^2 is 0.5 relu(x)^2. This
+                 file follows the paper in all four.
 """
 import math
 from dataclasses import dataclass
@@ -48,6 +58,7 @@ class GPTConfig:
     tie_weights: bool = True
     logit_softcap: float = 0.0
     fused_qkv: bool = True
+    init: str = 'gpt2'         # 'gpt2' | 'scaled_zero' (Parcae Table 18)
 
     def __post_init__(self):
         self.n_kv_head = self.n_kv_head or self.n_head
@@ -61,6 +72,7 @@ class GPTConfig:
             (self.pos in ('learned', 'rope', 'alibi', 'none'), f"pos must be learned|rope|alibi|none, got {self.pos!r}"),
             (self.norm in ('layer', 'rms'), f"norm must be layer|rms, got {self.norm!r}"),
             (self.mlp in ('gelu', 'relu2', 'swiglu'), f"mlp must be gelu|relu2|swiglu, got {self.mlp!r}"),
+            (self.init in ('gpt2', 'scaled_zero'), f"init must be gpt2|scaled_zero, got {self.init!r}"),
             (len(self.windows) == self.n_layer, f"windows needs one entry per layer ({self.n_layer}), got {len(self.windows)}"),
             (self.n_head % self.n_kv_head == 0, f"n_head ({self.n_head}) must be a multiple of n_kv_head ({self.n_kv_head})"),
         ]
@@ -253,10 +265,28 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
             self.lm_head.weight = self.transformer.wte.weight
-        self.apply(self._init_weights)
-        for name, p in self.named_parameters():  # GPT-2: residual projections scaled by depth
-            if name.endswith('c_proj.weight'):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n * cfg.n_loop))
+        if cfg.init == 'scaled_zero':
+            self._init_scaled_zero()
+        else:
+            self.apply(self._init_weights)
+            for name, p in self.named_parameters():  # GPT-2: residual projections scaled by depth
+                if name.endswith('c_proj.weight'):
+                    nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n * cfg.n_loop))
+
+    @torch.no_grad()
+    def _init_scaled_zero(self):
+        """Parcae Table 18 ('scaled-zero' [74, 42]), as parcae.Parcae.reset_parameters."""
+        std = math.sqrt(2 / (5 * self.config.n_embd))
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.trunc_normal_(m.weight, std=std, a=-3 * std, b=3 * std)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        for block in self.transformer.h:
+            nn.init.zeros_(block.attn.c_proj.weight)
+            nn.init.zeros_(block.mlp.c_proj.weight)
+            if block.attn.ve_gate is not None:
+                nn.init.zeros_(block.attn.ve_gate.weight)
 
     def _init_weights(self, module):
         if isinstance(module, nn.Linear):

@@ -35,7 +35,11 @@ Choices where the paper is vague (the authors' public code, sandyresearch/parcae
   This gives Table 19 exactly (the GPT count + 2d^2 + 3d: B, C, A_log, dt_bias, prelude norm).
 - Init ('scaled-zero', Table 18): matrices and embeddings N(0, 2/(5d)) truncated at 3 std, the output
   projections of attention and MLP zero, value-embedding gates zero (gate = 1), A_log = 0 and dt_bias
-  such that A_bar = sqrt(1/5) (authors' code), B = I.
+  such that A_bar = sqrt(1/5) (authors' code), B = I. The GPT baselines share it (baselines.GPT,
+  init='scaled_zero'). The authors' code departs from the paper's scheme in ways not followed here:
+  with init_orthogonal=True its matrices, C and the token embedding are scaled orthogonal (entries
+  of the same scale), value embeddings keep nn.Embedding's N(0, 1) and ve_gate nn.Linear's default
+  uniform, and its ReLU^2 is 0.5 relu(x)^2.
 - readout=False drops C (C = I): Table 17's Parcae-350M count (378,558,464) has no C and no prelude
   norm. Table 17's Parcae-100M count repeats the RDM-100M number; the same structure gives 113,189,888.
 """
