@@ -233,6 +233,15 @@ class Workspace(nn.Module):
     def num_params(self):
         return sum(p.numel() for p in self.parameters())
 
+    def optim_groups(self, weight_decay):
+        """AdamW weight decay on the weight matrices of Linear and Embedding layers only: not on
+        biases, LayerNorms, gamma, the slot keys, the retention logits, or conditioned-dense's
+        scale, shift and readout vectors (2-D tensors, so decay by shape would take them)."""
+        matrices = {id(m.weight) for m in self.modules() if isinstance(m, (nn.Linear, nn.Embedding))}
+        decay = [p for p in self.parameters() if id(p) in matrices]
+        rest = [p for p in self.parameters() if id(p) not in matrices]
+        return [{'params': decay, 'weight_decay': weight_decay}, {'params': rest, 'weight_decay': 0.0}]
+
     def flops_per_token(self, seq_len):
         cfg, d, R = self.config, self.config.n_embd, self.config.n_rounds
         per_round = sum(m.weight.numel() for m in self.block.modules() if isinstance(m, nn.Linear))
