@@ -20,7 +20,8 @@ Sources (NAME):
   shakespeare       the same text, gpt2 tokenizer
   wikitext103       WikiText-103 raw (the official train/valid/test files), gpt2 by default
   enwik8            first 90M bytes train, next 5M val, last 5M test, byte tokenizer by default
-  tinystories       TinyStoriesV2-GPT4 train/valid text files, gpt2 by default
+  tinystories       TinyStoriesV2-GPT4 train/valid text files, gpt2 by default; with --tokenizer byte
+                    train keeps its first 250M symbols, as the workspace paper trains (--max_train_tokens)
   fineweb_edu       FineWeb-Edu parquet shards (karpathy/fineweb-edu-100b-shuffle, the reshuffle
                     nanochat trains on): --shards N train shards, the last shard (01822) is val.
                     Reading parquet needs the optional extra pyarrow (pip install pyarrow).
@@ -119,6 +120,8 @@ SHA256 = {
 # no checksum is published for enwik8.zip, only its size
 SIZES = {'input.txt': 1115394, 'wikitext-103-raw-v1.zip': 191984949, 'enwik8.zip': 36445475}
 ENWIK8_BYTES = 10**8
+# the causal workspace paper trains on the first 250M bytes of TinyStories (its --max-train-tokens)
+TRAIN_CAPS = {('tinystories', 'byte'): 250_000_000}
 
 
 class DataError(Exception):
@@ -658,8 +661,9 @@ def dataset_dirname(name, tokenizer=None, vocab=None):
 
 
 def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=None, vocab=None,
-            n_train=100_000, n_val=6_000, shards=1, val_frac=0.1, quiet=False):
-    """Write out_dir/<dataset_dirname(...)>/{train,val[,test]}.bin + meta.json; return the folder."""
+            n_train=100_000, n_val=6_000, shards=1, val_frac=0.1, quiet=False, max_train_tokens=None):
+    """Write out_dir/<dataset_dirname(...)>/{train,val[,test]}.bin + meta.json; return the folder.
+    max_train_tokens: train.bin keeps the first N tokens; None: TRAIN_CAPS' cap, 0: no cap."""
     if name not in SOURCES and input is None:
         raise DataError(f'unknown dataset {name!r}: one of {", ".join(SOURCES)}, or any name with '
                         f'--input FILE (a local text file)')
@@ -675,13 +679,17 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
         raise DataError('synthetic is generated offline; --input does not apply to it')
     if not 0 < val_frac < 1:
         raise DataError(f'--val_frac must be between 0 and 1, got {val_frac}')
+    if max_train_tokens is not None and max_train_tokens < 0:
+        raise DataError(f'--max_train_tokens must be >= 0 (0: no cap), got {max_train_tokens}')
+    cap = TRAIN_CAPS.get((name, tokenizer)) if max_train_tokens is None else max_train_tokens or None
     enc = None
     if tokenizer == 'gpt2':  # load the BPE before any download: fail early offline
         if vocab == gpt2_encoding().n_vocab:
             vocab = None
         enc = gpt2_encoding(vocab)
     dest = os.path.join(out_dir, dataset_dirname(name, tokenizer, vocab))
-    meta = {'name': name, 'tokenizer': tokenizer, **({'bpe_vocab': vocab} if vocab is not None else {})}
+    meta = {'name': name, 'tokenizer': tokenizer, **({'bpe_vocab': vocab} if vocab is not None else {}),
+            **({'train_cap': cap} if cap else {})}
 
     if name == 'synthetic':
         if n_train < 1 or n_val < 1:
@@ -713,7 +721,7 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
         splits, meta['split'] = readers.get(name, _text_splits)(paths, val_frac)
 
     encode = _encoder(tokenizer, enc, splits, meta)
-    _write(dest, splits, encode, meta, quiet)
+    _write(dest, splits, encode, meta, quiet, cap)
     return dest
 
 
@@ -742,9 +750,9 @@ def _encoder(tokenizer, enc, splits, meta):
     return encode
 
 
-def _write(dest, splits, encode, meta, quiet):
+def _write(dest, splits, encode, meta, quiet, cap=None):
     """The .bin files through temporary names, then meta.json last: a folder with a meta.json
-    is complete."""
+    is complete. cap: train.bin stops after this many tokens (the rest is never encoded)."""
     os.makedirs(dest, exist_ok=True)
     if os.path.exists(os.path.join(dest, 'meta.json')):
         os.remove(os.path.join(dest, 'meta.json'))
@@ -760,9 +768,13 @@ def _write(dest, splits, encode, meta, quiet):
             with open(tmp, 'wb') as f, tqdm(desc=f'{os.path.basename(dest)}/{s}.bin', unit='tok',
                                             unit_scale=True, disable=quiet) as bar:
                 for ids in encode(splits[s]):
+                    if s == 'train' and cap:
+                        ids = ids[:cap - n]
                     ids.tofile(f)
                     n += len(ids)
                     bar.update(len(ids))
+                    if s == 'train' and n == cap:
+                        break
             if n < 2:
                 raise DataError(f'the {s} split has {n} tokens; the input is too small to split')
             os.replace(tmp, path)
@@ -793,6 +805,8 @@ def main(argv=None):
     p.add_argument('--n_val', type=int, default=6_000, help='synthetic: val examples')
     p.add_argument('--shards', type=int, default=1, help='fineweb_edu: train shards to download')
     p.add_argument('--val_frac', type=float, default=0.1, help='val fraction when splitting one text file')
+    p.add_argument('--max_train_tokens', type=int, help='train.bin keeps its first N tokens; 0: all '
+                   '(default: all, except tinystories --tokenizer byte: 250M, the workspace paper\'s cap)')
     args = p.parse_args(argv)
     try:
         prepare(**vars(args))
