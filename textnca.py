@@ -295,6 +295,11 @@ class Cell(nn.Module):
 
 # ----------------------------------------------------------------------------------------
 
+@torch.compiler.disable  # a Python int: torch.compile keeps one graph per Ts value
+def draw(choices):
+    return choices[int(torch.randint(len(choices), ()))]
+
+
 class TextNCA(nn.Module):
 
     def __init__(self, config):
@@ -353,12 +358,11 @@ class TextNCA(nn.Module):
         inv_freq = torch.exp(torch.arange(0, d, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / d))
         return torch.stack([torch.sin(n * inv_freq), torch.cos(n * inv_freq)], -1).view(d)
 
-    @torch.compiler.disable  # a Python int: torch.compile keeps one graph per Ts value
     def choose_Ts(self, Ts):
         cfg = self.config
         if Ts is None:
             if self.training and cfg.stochastic_Ts:
-                Ts = cfg.stochastic_Ts[int(torch.randint(len(cfg.stochastic_Ts), ()))]
+                Ts = draw(cfg.stochastic_Ts)
             else:
                 Ts = cfg.Ts
         if Ts < 1:
@@ -392,6 +396,7 @@ class TextNCA(nn.Module):
         return self.lm_head(self.ln_f(h))
 
     def forward(self, idx, targets=None, Ts=None):
+        Ts = self.choose_Ts(Ts)  # here: a graph break inside the generator would split every step
         for _, _, h, _ in self.nca_steps(idx, Ts):
             pass
         logits = self.head(h)
