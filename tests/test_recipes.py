@@ -152,6 +152,7 @@ def adam_reference(p, grads, lr, b1, b2, wd, clip, atan2, eps=1e-8):
 def test_stable_adamw_equals_reference(clip, atan2):
     torch.manual_seed(0)
     w = torch.nn.Parameter(torch.randn(5, 4))
+    w0 = w.detach().clone()
     grads = [torch.randn(5, 4) * s for s in (1.0, 1.0, 30.0, 1.0)]   # a spike on step 3: clipping acts
     expect = adam_reference(w.detach(), grads, lr=0.01, b1=0.9, b2=0.95, wd=0.1, clip=clip, atan2=atan2)
     opt = train.StableAdamW([w], lr=0.01, betas=(0.9, 0.95), weight_decay=0.1, update_clipping=clip, atan2=atan2)
@@ -160,9 +161,7 @@ def test_stable_adamw_equals_reference(clip, atan2):
         opt.step()
     torch.testing.assert_close(w.detach().double(), expect, atol=1e-6, rtol=1e-5)
     if not clip and not atan2:   # both off: torch's AdamW
-        w2 = torch.nn.Parameter(torch.randn(5, 4))
-        torch.manual_seed(0)
-        w2.data = torch.randn(5, 4)
+        w2 = torch.nn.Parameter(w0)
         ref = torch.optim.AdamW([w2], lr=0.01, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8)
         for g in grads:
             w2.grad = g.clone()
