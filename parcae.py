@@ -190,6 +190,18 @@ class Block(nn.Module):
 
 # ----------------------------------------------------------------------------- Parcae
 
+@torch._dynamo.disable
+def running(m, h, u, ves):
+    """The first m rows (the sequences still looping), batch size marked dynamic: one compiled
+    graph of the recurrent block serves every prefix size (torch.compile keeps size 1 apart)."""
+    rows = [h[:m], u[:m]] + [None if v is None else v[:m] for v in ves]
+    if m > 1:
+        for r in rows:
+            if r is not None:
+                torch._dynamo.maybe_mark_dynamic(r, 0)
+    return rows[0], rows[1], rows[2:]
+
+
 class Parcae(nn.Module):
 
     def __init__(self, config):
@@ -323,9 +335,10 @@ class Parcae(nn.Module):
         return table[rows].expand(B, T, d).clone()
 
     @torch._dynamo.disable(recursive=False)  # the loop runs eagerly; the blocks it calls compile
-    def _recur(self, e, idx, cos, sin, num_recur):
-        """Runs the loop on e (B, T, d); returns h_T in the batch's order."""
-        cfg, B = self.config, e.shape[0]
+    def _recur(self, u, ves, A_bar, cos, sin, num_recur):
+        """Runs the loop from the input term u = B_bar e (B, T, d) and the recurrent layers' value
+        embeddings; returns h_T in the batch's order."""
+        cfg, B = self.config, u.shape[0]
         train = self.training
         if train:
             T_i = self.sample_depths(B) if num_recur is None else [num_recur] * B
@@ -337,23 +350,21 @@ class Parcae(nn.Module):
         if len(set(T_i)) > 1:  # sort by depth so the running sequences are always a prefix
             order = sorted(range(B), key=lambda i: -T_i[i])
             T_i, k_i = [T_i[i] for i in order], [k_i[i] for i in order]
-            perm = torch.tensor(order, device=e.device)
-            e, idx = e[perm], idx[perm]
+            perm = torch.tensor(order, device=u.device)
+            u, ves = u[perm], [None if v is None else v[perm] for v in ves]
         n_i = [t - k for t, k in zip(T_i, k_i)]
-        ves = [self._value_embed(cfg.n_prelude + i, idx) for i in range(cfg.n_recur_layers)]
-        u = self._input_term(e)
-        A_bar = self.A_bar() if cfg.injection == 'diagonal' else None
-        h = self._initial_state(B, e.shape[1], e.device).to(u.dtype)
-
-        def prefix(m):
-            return [None if v is None else v[:m] for v in ves]
+        h = self._initial_state(B, u.shape[1], u.device).to(u.dtype)
 
         if max(n_i) > 0:  # the first T - k steps: no gradient (truncated backprop, sec. 2.1)
             with torch.no_grad():
                 h_ng = h.detach().clone()
+                # detached inputs: these steps share their compiled graphs with eval's no-grad forward
+                u_ng, A_ng = u.detach(), None if A_bar is None else A_bar.detach()
+                ves_ng = [None if v is None else v.detach() for v in ves]
                 for s in range(max(n_i)):
                     m = sum(n > s for n in n_i)
-                    h_ng[:m] = self._step(h_ng[:m], u[:m], A_bar, prefix(m), cos, sin)
+                    h_m, u_m, ves_m = running(m, h_ng, u_ng, ves_ng)
+                    h_ng[:m] = self._step(h_m, u_m, A_ng, ves_m, cos, sin)
             m = sum(n > 0 for n in n_i)
             h = h_ng if m == B else torch.cat([h_ng[:m], h[m:]])
         h_prev = h.detach().clone() if train else None
@@ -361,7 +372,8 @@ class Parcae(nn.Module):
             m = sum(k > s for k in k_i)
             if train:
                 h_prev[:m] = h[:m].detach()
-            new = self._step(h[:m], u[:m], A_bar, prefix(m), cos, sin)
+            h_m, u_m, ves_m = running(m, h, u, ves)
+            new = self._step(h_m, u_m, A_bar, ves_m, cos, sin)
             h = new if m == B else torch.cat([new, h[m:]])
         if train:  # paper A.2: recurrent residual ||h_T - h_{T-1}|| and state norm ||h_T||
             hd = h.detach().float()
@@ -396,7 +408,11 @@ class Parcae(nn.Module):
         min(T, mean_backprop_depth))."""
         cos, sin = rope_tables(idx.shape[1], self.config.head_dim, self.config.rope_base, idx.device)
         e = self._prelude(idx, cos, sin)
-        h = self._recur(e, idx, cos, sin, num_recur)
+        # what the loop reads and never changes, computed here, inside the compiled graph
+        u = self._input_term(e)
+        ves = [self._value_embed(self.config.n_prelude + i, idx) for i in range(self.config.n_recur_layers)]
+        A_bar = self.A_bar() if self.config.injection == 'diagonal' else None
+        h = self._recur(u, ves, A_bar, cos, sin, num_recur)
         logits = self._coda(h, idx, cos, sin)
         loss = None
         if targets is not None:
