@@ -64,7 +64,7 @@ battery_n = 100          # examples per task
 nca_steps = False        # TextNCA: loss after every NCA step (model.step_losses)
 gates = False            # TextNCA: mean update/reset gates per step (model.gate_stats)
 compare = ''             # run folders (python eval.py --compare out-a out-b ...)
-out = ''                 # '': out_dir/eval (compare: <common parent>/compare)
+out = ''                 # '': out_dir/eval (compare: the first run's folder/compare)
 device = 'auto'
 dtype = 'auto'
 DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, type(None)))}
@@ -253,10 +253,7 @@ class Evaluator:
     def __init__(self, cfg, knobs):
         self.opt = cfg
         self.dev, self.ptdtype, self.ctx = train.resolve_device(cfg['device'], cfg['dtype'])
-        try:
-            self.model, ckpt = train.load_checkpoint(cfg['out_dir'], self.dev)
-        except RuntimeError as e:   # weights of other shapes than the model code builds now
-            raise ConfigError(f"the checkpoint in {cfg['out_dir']} does not fit the current model code: {str(e).splitlines()[0]}")
+        self.model, ckpt = train.load_checkpoint(cfg['out_dir'], self.dev)
         self.model.eval()
         self.name = ckpt['model_name']
         self.knob_names = [k for k in train.knob_names(self.model) if k != 'holes']
@@ -276,6 +273,9 @@ class Evaluator:
             raise ConfigError(f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}/meta.json not found: eval needs the "
                               f"checkpoint's data (set --data_dir / --dataset)")
         self.vocab = self.model.config.vocab_size
+        path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f"{cfg['split']}.bin")
+        if os.path.isfile(path):   # a missing one is named where it is read
+            train.check_tokens(path, 1, self.vocab)
         mid = self.tcfg.get('mask_id')
         self.mask_id = mid if mid is not None else self.meta.get('mask_id', self.meta['vocab_size'])
         self.bytes = token_bytes(self.meta, self.vocab)
@@ -638,15 +638,23 @@ def read_run(path):
     """A run folder's config, model size and log (no weights are loaded)."""
     cfg_path, log_path = os.path.join(path, 'config.json'), os.path.join(path, 'log.jsonl')
     if os.path.isfile(cfg_path):
-        cfg = json.load(open(cfg_path))
+        try:
+            cfg = json.load(open(cfg_path))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{cfg_path} is not valid JSON ({e})")
     elif os.path.isfile(os.path.join(path, 'ckpt.pt')):
-        cfg = torch.load(os.path.join(path, 'ckpt.pt'), map_location='cpu', weights_only=False)['config']
+        cfg = train.read_checkpoint(path)['config']
     else:
         raise ConfigError(f"{path} is not a run folder (no config.json or ckpt.pt)")
     cfg = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}
     with torch.device('meta'):
         m = train.build_model(cfg['model'], cfg)
-    log = [json.loads(l) for l in open(log_path)] if os.path.isfile(log_path) else []
+    log = []
+    for line in open(log_path) if os.path.isfile(log_path) else []:
+        try:
+            log.append(json.loads(line))
+        except ValueError:      # a line cut short by a kill
+            pass
     tpi = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
     evals = [r for r in log if r.get('kind') == 'eval']
     trains = [r for r in log if r.get('kind') == 'train']
@@ -666,7 +674,7 @@ def run_compare(runs, opt):
     for r in rows:
         print(f"| {r['run']} | {r['model']} | {r['params'] / 1e6:.2f}M | {r['tokens']:,} | {r['flops_per_token'] / 1e6:.1f}M "
               f"| {r['val_loss']:.4f} | {r['perplexity']:.2f} |")
-    d = opt['out'] or os.path.join(os.path.commonpath([os.path.abspath(r) for r in runs]), 'compare')
+    d = opt['out'] or os.path.join(runs[0], 'compare')
     os.makedirs(d, exist_ok=True)
     fig, ax = axes('loss curves (train: lines, val: markers)', 'training tokens', 'loss (nats/token)')
     for i, r in enumerate(rows):
@@ -691,11 +699,20 @@ def run_compare(runs, opt):
 
 # ----------------------------------------------------------------------------- main
 def main(argv):
+    knobs, opt = {}, DEFAULTS
     try:
         args, runs = split_argv(argv)
         given = parse_args(args)
         opt = {**DEFAULTS, **check({k: v for k, v in given.items() if k in DEFAULTS}, DEFAULTS)}
         knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
+        for k in ('eval_iters', 'batch_size', 'battery_n'):
+            if opt[k] is not None and (not isinstance(opt[k], int) or opt[k] < 1):
+                raise ConfigError(f"{k} must be a positive integer, got {opt[k]!r}")
+        for k, kind in (('seed', int), ('data_dir', str), ('dataset', str)):
+            if opt[k] is not None and not isinstance(opt[k], kind):
+                raise ConfigError(f"{k} must be {kind.__name__}, got {opt[k]!r}")
+        if opt['out'] and os.path.exists(opt['out']) and not os.path.isdir(opt['out']):
+            raise ConfigError(f"--out={opt['out']} is a file; name a folder for the results")
         if opt['compare']:
             runs += [r for r in str(opt['compare']).split(',') if r]
         if runs:
@@ -721,6 +738,12 @@ def main(argv):
         return results
     except (ConfigError, ValueError) as e:   # bad input (a knob value a model rejects, too): one line
         train.fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    except OSError as e:    # a results folder that cannot be written
+        train.fail(f"{e.filename}: {e.strerror}")
+    except TypeError as e:  # a knob value of the wrong kind for the model
+        if not (knobs or opt['sweep']):
+            raise
+        train.fail(f"the model cannot run with {knobs or opt['sweep']}: TypeError: {str(e).splitlines()[0]}")
 
 
 if __name__ == '__main__':

@@ -21,17 +21,17 @@ import torch.nn.functional as F
 
 from configurator import ConfigError, check, parse_args
 from prepare_data import DataError, get_tokenizer
-from train import knob_names, load_checkpoint
+from train import knob_names, load_checkpoint, resolve_device
 
 DEFAULTS = dict(
     out_dir='out',
     start='\n',                # text, or FILE:path
     num_samples=1,
     max_new_tokens=200,
-    temperature=0.8,
+    temperature=0.8,           # 0: greedy
     top_k=200,                 # 0: no top-k
     seed=1337,
-    device='cpu',
+    device='cpu',              # 'cpu' | 'cuda' | 'cuda:N' | 'mps' | 'auto'
     infill=False,
     mask='[MASK]',             # the infill marker in --start
     candidates='',             # causal infill: '|'-separated candidate spans
@@ -123,11 +123,26 @@ def infill_holes(model, encode, decode, parts, mask_id, args, g, knobs, dev):
     return decode(idx[0].tolist())
 
 
+def check_args(args):
+    """Option values sample.py cannot use stop here with what is accepted."""
+    for k in ('num_samples', 'num_candidates', 'span_tokens'):
+        if args[k] < 1:
+            raise ConfigError(f"{k} must be >= 1, got {args[k]!r}")
+    for k in ('max_new_tokens', 'temperature', 'top_k'):
+        if args[k] < 0:
+            raise ConfigError(f"{k} must be >= 0, got {args[k]!r}")
+    if not args['mask']:
+        raise ConfigError("mask must be a non-empty marker such as [MASK]")
+    args['device'] = resolve_device(args['device'], 'float32')[0]
+
+
 def main(argv):
+    knobs = {}
     try:
         given = parse_args(argv)
         base = {k: v for k, v in given.items() if k in DEFAULTS}
         args = {**DEFAULTS, **check(base, DEFAULTS)}
+        check_args(args)
         model, ckpt = load_checkpoint(args['out_dir'], args['device'])
         knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
         bad = [k for k in knobs if k not in knob_names(model)]
@@ -135,8 +150,9 @@ def main(argv):
             raise ConfigError(f"unknown key(s) {', '.join(bad)}: neither a sample.py key ({', '.join(DEFAULTS)}) "
                               f"nor a knob of the {ckpt['model_name']} model ({', '.join(knob_names(model)) or 'none'})")
         meta = ckpt.get('meta')
-        if meta is None:
-            raise ConfigError(f"the checkpoint in {args['out_dir']} carries no tokenizer description (meta)")
+        if not isinstance(meta, dict) or 'tokenizer' not in meta:
+            raise ConfigError(f"the checkpoint in {args['out_dir']} carries no tokenizer (meta['tokenizer']): "
+                              f"it was trained on data whose meta.json does not name one")
         encode_raw, decode = get_tokenizer(meta)
 
         def encode(text):  # characters outside a char vocabulary: one line, not a traceback
@@ -149,7 +165,10 @@ def main(argv):
             path = start[5:]
             if not os.path.isfile(path):
                 raise ConfigError(f"prompt file not found: {path}")
-            start = open(path, encoding='utf-8').read()
+            try:
+                start = open(path, encoding='utf-8').read()
+            except UnicodeDecodeError as e:
+                raise ConfigError(f"prompt file {path} is not UTF-8 text ({e.reason} at byte {e.start})")
         model.eval()
         g = torch.Generator(args['device']).manual_seed(args['seed'])
         torch.manual_seed(args['seed'])
@@ -181,6 +200,12 @@ def main(argv):
             print('---------------')
     except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except (TypeError, ValueError) as e:   # a knob value the model rejects
+        if not knobs:
+            raise
+        print(f"error: the model cannot run with {', '.join(f'{k}={v!r}' for k, v in knobs.items())}: "
+              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -7,9 +7,12 @@ The one trainer, for every model in the repo.
     python train.py config/parcae_140m.py --dry_run=True  # parameters and FLOPs, no memory
 
 A config file is plain Python assignments to the keys below or to fields of the chosen model's
-config dataclass. As in nanoGPT, gradient_accumulation_steps counts micro-batches per iteration
-over all processes (each runs gradient_accumulation_steps / world_size of them), so one iteration
-sees batch_size * block_size * gradient_accumulation_steps tokens on any number of GPUs.
+config dataclass. One iteration sees batch_size * gradient_accumulation_steps sequences of
+block_size tokens on any number of processes: torchrun shares them out (gradient_accumulation_steps
+/ world_size micro-steps each, as in nanoGPT, or smaller micro-batches where that does not divide).
+
+A new run never replaces a trained one: into an out_dir that holds ckpt.pt it needs
+--init_from=resume (continue), another --out_dir, or --overwrite=True. --eval_only=True writes nothing.
 """
 import dataclasses
 import importlib
@@ -36,6 +39,7 @@ eval_iters = 20
 eval_only = False
 always_save_checkpoint = True
 init_from = 'scratch'        # 'scratch' | 'resume' (from out_dir) | a directory whose ckpt.pt gives the weights
+overwrite = False            # a new run (init_from not 'resume') may replace out_dir's ckpt.pt and log.jsonl
 dry_run = False              # build on the meta device, print parameters and flops_per_token, exit
 seed = 1337
 # data
@@ -116,12 +120,49 @@ def model_fields(name):
     return {f.name: f.default if f.default is not dataclasses.MISSING else None for f in dataclasses.fields(cfg_cls)}
 
 
-def resolve_config(argv):
-    """Defaults < config files < --key=value, checked against train.py's keys and the model's fields."""
+def resolve_config(argv, with_given=False):
+    """Defaults < config files < --key=value, checked against train.py's keys and the model's fields
+    (with_given: also the settings the user gave, config files included)."""
     given = parse_args(argv)
     name = given.get('model', DEFAULTS['model'])
     known = {**model_fields(name), **DEFAULTS}
-    return {**DEFAULTS, **check(given, known)}
+    cfg = {**DEFAULTS, **check(given, known)}
+    return (cfg, given) if with_given else cfg
+
+
+POSITIVE = ('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'log_interval', 'eval_iters',
+            'hole_stride', 'learning_rate', 'eps', 'n_layer', 'n_head', 'n_embd', 'vocab_size', 'lr_decay_iters', 'muon_lr')
+NON_NEGATIVE = ('max_iters', 'warmup_iters', 'min_lr', 'weight_decay', 'grad_clip', 'muon_momentum', 'muon_weight_decay')
+FRACTIONS = ('p_synth', 'p_fill', 'p_hole', 'cooldown_frac', 'dropout')
+CHOICES = {'sampler': ('random', 'blocks'), 'schedule': ('cosine', 'constant', 'trapezoid'), 'optimizer': ('adamw', 'muon'),
+           'muon_variant': ('torch', 'parcae')}
+NONE_OR = {'compile': bool, 'tf32': bool, 'mask_id': int, 'vocab_size': int, 'lr_decay_iters': int, 'muon_lr': (int, float)}
+
+
+def check_settings(cfg):
+    """Values train.py cannot run with stop here, with what is accepted (None: derived, allowed)."""
+    for k, kind in NONE_OR.items():
+        if cfg[k] is not None and (not isinstance(cfg[k], kind) or isinstance(cfg[k], bool) != (kind is bool)):
+            raise ConfigError(f"{k} must be None or {getattr(kind, '__name__', 'a number')}, got {cfg[k]!r}")
+    if cfg['mask_id'] is not None and cfg['mask_id'] < 0:
+        raise ConfigError(f"mask_id must be None or a token id >= 0, got {cfg['mask_id']!r}")
+    if not cfg['out_dir']:
+        raise ConfigError("out_dir must name a folder, got ''")
+    for k in POSITIVE:
+        if cfg.get(k) is not None and cfg[k] <= 0:
+            raise ConfigError(f"{k} must be > 0, got {cfg[k]!r}")
+    for k in NON_NEGATIVE:
+        if cfg[k] < 0:
+            raise ConfigError(f"{k} must be >= 0, got {cfg[k]!r}")
+    for k in FRACTIONS:
+        if not 0 <= cfg[k] <= 1:
+            raise ConfigError(f"{k} must be between 0 and 1, got {cfg[k]!r}")
+    for k in ('beta1', 'beta2'):
+        if not 0 <= cfg[k] < 1:
+            raise ConfigError(f"{k} must be in [0, 1), got {cfg[k]!r}")
+    for k, ok in CHOICES.items():
+        if cfg[k] not in ok:
+            raise ConfigError(f"{k} must be {' or '.join(map(repr, ok))}, got {cfg[k]!r}")
 
 
 def build_model(name, cfg):
@@ -129,10 +170,9 @@ def build_model(name, cfg):
     cls, cfg_cls = model_classes(name)
     names = {f.name for f in dataclasses.fields(cfg_cls)}
     try:
-        mcfg = cfg_cls(**{k: v for k, v in cfg.items() if k in names})
-    except (ValueError, TypeError, AssertionError) as e:
-        raise ConfigError(f"invalid {name} config: {e}")
-    return cls(mcfg)
+        return cls(cfg_cls(**{k: v for k, v in cfg.items() if k in names}))
+    except (ValueError, TypeError, AssertionError, ZeroDivisionError, RuntimeError) as e:
+        raise ConfigError(f"invalid {name} config: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
 
 def knob_names(model):
@@ -141,21 +181,67 @@ def knob_names(model):
     return [p for p in params if p not in ('idx', 'targets')]
 
 
-def load_checkpoint(path, device='cpu'):
-    """(model, checkpoint dict) from an out_dir or a ckpt.pt file."""
+CKPT_KEYS = ('model', 'model_name', 'model_args', 'config', 'iter_num')
+
+
+def read_checkpoint(path, device='cpu'):
+    """The checkpoint dict in an out_dir or a ckpt.pt file; a file torch cannot read, or one
+    train.py did not write, is one line."""
     if os.path.isdir(path):
         path = os.path.join(path, 'ckpt.pt')
     if not os.path.isfile(path):
         raise ConfigError(f"no checkpoint at {path} (train one first: python train.py --out_dir=...)")
-    ckpt = torch.load(path, map_location=device, weights_only=False)
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=False)
+    except Exception as e:  # truncated, empty, garbage: torch says so in many ways
+        raise ConfigError(f"{path} is unreadable ({os.path.getsize(path)} bytes; {type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:120] if str(e) else 'no detail'}): train again or restore a copy")
+    missing = [k for k in CKPT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing:
+        raise ConfigError(f"{path} is not a train.py checkpoint (it lacks {', '.join(missing)})")
+    return ckpt
+
+
+def load_checkpoint(path, device='cpu'):
+    """(model, checkpoint dict) from an out_dir or a ckpt.pt file."""
+    ckpt = read_checkpoint(path, device)
     model = build_model(ckpt['model_name'], ckpt['model_args'])
-    model.load_state_dict(ckpt['model'])
+    try:
+        model.load_state_dict(ckpt['model'])
+    except RuntimeError as e:  # weights of other shapes than the model code builds now
+        raise ConfigError(f"the weights in {path} do not fit the current {ckpt['model_name']} model code: "
+                          f"{state_dict_error(e)}")
     return model.to(device), ckpt
 
 
 def read_meta(cfg):
+    """The dataset's meta.json (None when there is none); it must be JSON with a vocab_size."""
     path = os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json')
-    return json.load(open(path)) if os.path.isfile(path) else None
+    if not os.path.isfile(path):
+        return None
+    try:
+        meta = json.load(open(path, encoding='utf-8'))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path} is not valid JSON ({e}): re-run python prepare_data.py {cfg['dataset']}")
+    if not isinstance(meta, dict) or not isinstance(meta.get('vocab_size'), int) or meta['vocab_size'] <= 0:
+        raise ConfigError(f"{path} lacks a positive integer vocab_size: re-run python prepare_data.py {cfg['dataset']}")
+    return meta
+
+
+def check_tokens(path, min_tokens, vocab_size=None):
+    """A .bin stream of uint16 token ids: whole tokens, at least min_tokens of them, and (when
+    vocab_size is given) every id below it. One pass over the file for the ids."""
+    size = os.path.getsize(path)
+    if size == 0 or size % 2:
+        raise ConfigError(f"{path} holds {size} bytes, not a whole positive number of uint16 tokens "
+                          f"(2 bytes each): prepare the data again")
+    if size // 2 < min_tokens:
+        raise ConfigError(f"{path} holds {size // 2} tokens, fewer than the {min_tokens} needed; lower --block_size")
+    if vocab_size is not None:
+        top = int(np.max(np.memmap(path, dtype=np.uint16, mode='r')))
+        if top >= vocab_size:
+            raise ConfigError(f"{path} holds token id {top}, outside the vocabulary of {vocab_size} "
+                              f"(meta.json's vocab_size or --vocab_size); prepare the data again")
 
 
 def dataset_vocab(cfg, meta):
@@ -191,24 +277,59 @@ def measure_peak_flops(device, dtype, n=1024, reps=2):
     return best
 
 
-def peak_flops(device, dtype):
-    if str(device).startswith('cuda'):
+def spec_peak_flops(device, dtype):
+    """The spec sheet's dense bf16/fp16 tensor-core peak of a known GPU, else None."""
+    if str(device).startswith('cuda') and dtype in (torch.bfloat16, torch.float16):
         name = torch.cuda.get_device_name(device)
         specs = {'A100': 312e12, 'H100': 989e12, 'H200': 989e12, 'B200': 2250e12, 'RTX PRO 6000': 503e12}
-        for key, flops in specs.items():  # dense bf16 tensor-core peaks
-            if key in name and dtype in (torch.bfloat16, torch.float16):
+        for key, flops in specs.items():
+            if key in name:
                 return flops
-    return measure_peak_flops(device, dtype)
+    return None
+
+
+def peak_flops(device, dtype):
+    """The MFU denominator: the spec sheet's peak, else the fastest matmul measured here in fp32 or
+    the run's dtype (not fp16 on a CPU, whose slow fallback kernel would undercount the machine)."""
+    spec = spec_peak_flops(device, dtype)
+    if spec:
+        return spec
+    cpu = not str(device).startswith(('cuda', 'mps'))
+    dtypes = {torch.float32, dtype} - ({torch.float16} if cpu else set())
+    return max(measure_peak_flops(device, d) for d in dtypes)
 
 
 # ----------------------------------------------------------------------------- data
+def split_batch(cfg, world):
+    """(micro-batch, micro-steps) per process so that an iteration holds batch_size *
+    gradient_accumulation_steps sequences over `world` processes: the largest micro-batch up to
+    batch_size that divides a process's share. None when the sequences do not divide by world."""
+    seqs = cfg['batch_size'] * cfg['gradient_accumulation_steps']
+    if seqs % world:
+        return None
+    share = seqs // world
+    batch = max(b for b in range(1, min(cfg['batch_size'], share) + 1) if share % b == 0)
+    return batch, share // batch
+
+
+def split_hint(cfg, world):
+    """The values that would divide: the next gradient_accumulation_steps, or batch_size."""
+    B, A = cfg['batch_size'], cfg['gradient_accumulation_steps']
+    A2 = A * world // math.gcd(B * A, world)
+    step = world // math.gcd(A, world)
+    B2 = (B // step) * step or step
+    return (f"batch_size * gradient_accumulation_steps = {B} * {A} sequences per iteration do not split over "
+            f"{world} processes: pass --gradient_accumulation_steps={A2} ({B * A2} sequences) or --batch_size={B2} "
+            f"({B2 * A} sequences)")
+
+
 class Batches:
     """Training and eval batches, a pure function of (split, iteration, micro-step, rank), so a
     resumed run sees exactly the batches the uninterrupted one would have."""
 
     def __init__(self, cfg, rank=0, world=1, mask=None):
         self.cfg, self.rank, self.world, self.mask = cfg, rank, world, mask
-        self.accum = cfg['gradient_accumulation_steps'] // world   # micro-steps per process
+        self.batch, self.accum = split_batch(cfg, world)   # micro-batch and micro-steps per process
         d = os.path.join(cfg['data_dir'], cfg['dataset'])
         self.paths = {s: os.path.join(d, f'{s}.bin') for s in ('train', 'val')}
         for p in self.paths.values():
@@ -253,7 +374,7 @@ class Batches:
         return torch.stack(out)
 
     def get(self, split, it, micro=0):
-        cfg, n = self.cfg, self.cfg['batch_size']
+        cfg, n = self.cfg, self.batch
         g = self.generator(split, it, micro)
         training = split == 'train' and it >= 0   # eval sets use negative iterations: plain LM batches
         if cfg['sampler'] == 'blocks' and training:
@@ -479,7 +600,8 @@ def log_jsonl(path, record):
 def resolve_device(device, dtype):
     """'auto' picks cuda when there is one, and bf16 where the GPU supports it: (device, torch
     dtype, autocast context). eval.py and bench.py choose the same way."""
-    dev = ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else device
+    dev = ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else str(device)
+    check_device(dev)
     device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
     if dtype == 'auto':
         dtype = 'bfloat16' if device_type == 'cuda' and torch.cuda.is_bf16_supported() else 'float32'
@@ -489,6 +611,24 @@ def resolve_device(device, dtype):
     return dev, pt, nullcontext() if pt == torch.float32 else torch.autocast(device_type, dtype=pt)
 
 
+def check_device(dev):
+    """A device this machine has: cpu, cuda, cuda:N (N < the number of GPUs), mps."""
+    try:
+        kind = torch.device(dev).type
+    except (RuntimeError, ValueError):
+        kind = None
+    if kind not in ('cpu', 'cuda', 'mps'):
+        raise ConfigError(f"device must be auto, cpu, cuda, cuda:N or mps, got {dev!r}")
+    if kind == 'cuda':
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise ConfigError(f"device {dev!r}: this machine has no CUDA GPU (or this torch build has no CUDA); use --device=cpu")
+        if torch.device(dev).index is not None and torch.device(dev).index >= n:
+            raise ConfigError(f"device {dev!r} does not exist: this machine has {n} CUDA GPU(s), cuda:0..cuda:{n - 1}")
+    if kind == 'mps' and not torch.backends.mps.is_available():
+        raise ConfigError(f"device {dev!r}: MPS (Apple GPU) is not available here; use --device=cpu")
+
+
 def use_tf32(cfg, ptdtype):
     """TF32 for float32 matmuls on CUDA: the tf32 key, else on unless the run asked for float32
     (the workspace paper trains its small models in FP32; TF32 keeps only 10 mantissa bits)."""
@@ -496,22 +636,89 @@ def use_tf32(cfg, ptdtype):
 
 
 def fail(msg):
-    print(f"error: {msg}", file=sys.stderr)
+    """One line on stderr (from rank 0 only under torchrun: every rank meets the same mistake), exit 2."""
+    if int(os.environ.get('RANK', 0)) == 0:
+        print(f"error: {msg}", file=sys.stderr)
     sys.exit(2)
+
+
+def state_dict_error(e):
+    """The first specific line of load_state_dict's error (a size mismatch, a missing key)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return (lines[1:] or lines or ['no detail'])[0][:300]
+
+
+def load_weights(model, state, source):
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:  # a state dict of other shapes
+        raise ConfigError(f"the weights in {source} do not fit this config's {type(model).__name__}: {state_dict_error(e)}")
+
+
+def prepare_out_dir(cfg, given):
+    """The checkpoint to resume (None for a new run), after the checks that keep a trained run
+    safe: a new run never replaces out_dir's ckpt.pt unless told to, and a resumed run keeps the
+    checkpoint's model, so model settings given now that differ from it stop here. Writes nothing."""
+    ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
+    if cfg['init_from'] != 'resume':
+        if os.path.exists(ckpt_path) and cfg['eval_only']:
+            raise ConfigError(f"--eval_only=True with init_from={cfg['init_from']!r} would evaluate a fresh model, not the "
+                              f"trained {ckpt_path}: pass --init_from=resume to evaluate it")
+        if os.path.exists(ckpt_path) and not cfg['overwrite']:
+            raise ConfigError(f"{ckpt_path} holds a trained run: continue it with --init_from=resume, start this run in "
+                              f"another --out_dir, or replace it (and its log) with --overwrite=True")
+        return None
+    if not os.path.isfile(ckpt_path):
+        raise ConfigError(f"init_from='resume' but there is no checkpoint at {ckpt_path} "
+                          f"(a new run: leave init_from at 'scratch')")
+    ckpt = read_checkpoint(ckpt_path)
+    missing = [k for k in ('optimizers', 'scaler', 'rng', 'best_val_loss') if k not in ckpt]
+    if missing:
+        raise ConfigError(f"{ckpt_path} cannot be resumed (it lacks {', '.join(missing)}); "
+                          f"start a new run from its weights with --init_from={cfg['out_dir']} --out_dir=...")
+    if ckpt['model_name'] != cfg['model']:
+        raise ConfigError(f"{ckpt_path} holds a '{ckpt['model_name']}' model but this config builds '{cfg['model']}'")
+    args = ckpt['model_args']
+    mine = {k: v for k, v in given.items() if k in args and v is not None}   # None: derived, as it was
+    try:    # compared as the model config holds them (derived fields, an int for a per-layer tuple)
+        c = model_classes(cfg['model'])[1](**{**args, **mine})
+        now = {k: getattr(c, k) for k in mine}
+    except (ValueError, TypeError, AssertionError, ZeroDivisionError):
+        now = mine
+    differ = [k for k in mine if now[k] != args[k]]
+    if differ:
+        raise ConfigError("resume keeps the checkpoint's model, and these settings differ from it: " +
+                          ', '.join(f"{k}={given[k]!r} (checkpoint: {args[k]!r})" for k in differ) +
+                          "; drop them, or start a new run in another --out_dir")
+    cfg.update({k: v for k, v in args.items() if k in cfg or k in model_fields(cfg['model'])})
+    return ckpt
+
+
+def trim_log(path, iter_num):
+    """A resumed run continues its log from the checkpoint: records of iterations at or past
+    iter_num (written after the checkpoint by the interrupted run) go, so none appears twice."""
+    if not os.path.isfile(path):
+        return
+    keep = []
+    for line in open(path):
+        try:
+            rec = json.loads(line)
+        except ValueError:      # a line cut short by a kill
+            continue
+        if isinstance(rec, dict) and rec.get('iter', -1) < iter_num:
+            keep.append(json.dumps(rec) + '\n')
+    with open(path + '.tmp', 'w') as f:
+        f.writelines(keep)
+    os.replace(path + '.tmp', path)
 
 
 # ----------------------------------------------------------------------------- main
 def main(argv):
     try:
-        cfg = resolve_config(argv)
+        cfg, given = resolve_config(argv, with_given=True)
+        check_settings(cfg)
     except ConfigError as e:
         fail(e)
-    if cfg['sampler'] not in ('random', 'blocks'):
-        fail(f"sampler must be 'random' or 'blocks', got {cfg['sampler']!r}")
-    if cfg['schedule'] not in ('cosine', 'constant', 'trapezoid'):
-        fail(f"schedule must be 'cosine', 'constant' or 'trapezoid', got {cfg['schedule']!r}")
-    if cfg['optimizer'] not in ('adamw', 'muon'):
-        fail(f"optimizer must be 'adamw' or 'muon', got {cfg['optimizer']!r}")
 
     # --- dry run: parameters and FLOPs of a config on the meta device, no data, no memory
     if cfg['dry_run']:
@@ -527,24 +734,27 @@ def main(argv):
         print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
         return
 
-    # --- distributed setup
+    # --- distributed setup; every check that needs no data comes before any process waits for another
     ddp = int(os.environ.get('RANK', -1)) != -1
     rank, local_rank, world = 0, 0, 1
+    if ddp:
+        rank, local_rank, world = int(os.environ['RANK']), int(os.environ['LOCAL_RANK']), int(os.environ['WORLD_SIZE'])
     try:
         dev, ptdtype, autocast = resolve_device(cfg['device'], cfg['dtype'])
+        if ddp and dev.startswith('cuda'):
+            dev = f'cuda:{local_rank}'
+            check_device(dev)
+        if split_batch(cfg, world) is None:
+            raise ConfigError(split_hint(cfg, world))
+        ckpt = prepare_out_dir(cfg, given)
     except ConfigError as e:
         fail(e)
     if ddp:
-        rank, local_rank, world = int(os.environ['RANK']), int(os.environ['LOCAL_RANK']), int(os.environ['WORLD_SIZE'])
         torch.distributed.init_process_group(backend='nccl' if dev.startswith('cuda') else 'gloo')
         if dev.startswith('cuda'):
-            dev = f'cuda:{local_rank}'
             torch.cuda.set_device(dev)
     master = rank == 0
-    if cfg['gradient_accumulation_steps'] % world:
-        fail(f"gradient_accumulation_steps ({cfg['gradient_accumulation_steps']}) counts micro-batches over all "
-             f"{world} processes and must be a multiple of {world}")
-    accum = cfg['gradient_accumulation_steps'] // world
+    accum = split_batch(cfg, world)[1]
     device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
     use_compile = cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda'
     torch.manual_seed(cfg['seed'] + rank)
@@ -565,36 +775,38 @@ def main(argv):
         if meta is None:
             raise ConfigError(f"{ds_dir}/meta.json not found: prepare the data first (python prepare_data.py {cfg['dataset']})")
         cfg['vocab_size'], mid = dataset_vocab(cfg, meta)
+        streams = [ds_dir] + ([os.path.join(cfg['data_dir'], cfg['synth_dataset'])] if cfg['p_synth'] > 0 else [])
+        for d in streams:
+            for split in ('train', 'val'):
+                if os.path.isfile(os.path.join(d, f'{split}.bin')):   # Batches names a missing one
+                    check_tokens(os.path.join(d, f'{split}.bin'), cfg['block_size'] + 2, cfg['vocab_size'])
         batches = Batches(cfg, rank, world, mid)
     except ConfigError as e:
         fail(e)
 
     # --- model and optimizer
-    os.makedirs(cfg['out_dir'], exist_ok=True)
     ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
     log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
-    iter_num, best_val, ckpt = 0, float('inf'), None
+    iter_num, best_val = (ckpt['iter_num'], ckpt['best_val_loss']) if ckpt is not None else (0, float('inf'))
     try:
-        if cfg['init_from'] == 'resume':
-            if not os.path.isfile(ckpt_path):
-                raise ConfigError(f"init_from='resume' but there is no checkpoint at {ckpt_path}")
-            ckpt = torch.load(ckpt_path, map_location='cpu', weights_only=False)
-            if ckpt['model_name'] != cfg['model']:
-                raise ConfigError(f"{ckpt_path} holds a '{ckpt['model_name']}' model but this config builds '{cfg['model']}'")
-            cfg.update({k: v for k, v in ckpt['model_args'].items() if k in cfg or k in model_fields(cfg['model'])})
-            iter_num, best_val = ckpt['iter_num'], ckpt['best_val_loss']
         raw_model = build_model(cfg['model'], cfg)
         if ckpt is not None:
-            raw_model.load_state_dict(ckpt['model'])
+            load_weights(raw_model, ckpt['model'], ckpt_path)
         elif cfg['init_from'] != 'scratch':
-            src, src_ckpt = load_checkpoint(cfg['init_from'])
-            if src_ckpt['model_name'] != cfg['model']:
-                raise ConfigError(f"init_from={cfg['init_from']} holds a '{src_ckpt['model_name']}' model, not '{cfg['model']}'")
-            raw_model.load_state_dict(src.state_dict())
+            src = read_checkpoint(cfg['init_from'])
+            if src['model_name'] != cfg['model']:
+                raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
+            load_weights(raw_model, src['model'], cfg['init_from'])
+        if master and not cfg['eval_only']:
+            os.makedirs(cfg['out_dir'], exist_ok=True)
+            if ckpt is None:
+                open(log_path, 'w').close()    # a new run starts its own log
+            else:
+                trim_log(log_path, iter_num)
     except ConfigError as e:
         fail(e)
-    except RuntimeError as e:  # a state dict of other shapes
-        fail(f"the checkpoint does not fit this config's model: {str(e).splitlines()[0]}")
+    except OSError as e:
+        fail(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}")
     raw_model.to(dev)
     model_args = {f.name: getattr(raw_model.config, f.name) for f in dataclasses.fields(raw_model.config)}
     knobs = knob_names(raw_model)
@@ -615,11 +827,16 @@ def main(argv):
 
     tokens_per_iter = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
     flops_per_iter = raw_model.flops_per_token(cfg['block_size']) * tokens_per_iter
-    peak = peak_flops(dev, ptdtype) * world
+    spec = spec_peak_flops(dev, ptdtype)
+    peak = (spec or peak_flops(dev, ptdtype)) * world
     if master:
-        print(f"model {cfg['model']}: {raw_model.num_params():,} parameters, {tokens_per_iter:,} tokens/iter, "
-              f"device {dev}, dtype {str(ptdtype)[6:]}, tf32 {tf32}, compile {use_compile}, world {world}")
-        json.dump(cfg, open(os.path.join(cfg['out_dir'], 'config.json'), 'w'), indent=1, default=str)
+        print(f"model {cfg['model']}: {raw_model.num_params():,} parameters, {tokens_per_iter:,} tokens/iter "
+              f"({world} x {accum} x {split_batch(cfg, world)[0]} x {cfg['block_size']}), device {dev}, "
+              f"dtype {str(ptdtype)[6:]}, tf32 {tf32}, compile {use_compile}, world {world}")
+        print(f"mfu against {peak / 1e12:.3g} TFLOP/s: " + ("the spec sheet's dense peak" if spec else
+              "the best matmul rate measured now, raised to any faster rate this run reaches (so at most 100%)"))
+        if not cfg['eval_only']:
+            json.dump(cfg, open(os.path.join(cfg['out_dir'], 'config.json'), 'w'), indent=1, default=str)
 
     @torch.no_grad()
     def estimate_loss():
@@ -654,14 +871,18 @@ def main(argv):
     # --- the loop
     model.train()
     t0 = time.time()
-    last_good = None
+    last_good, first_iter = None, iter_num
     while True:
         lr = set_schedule(opts, iter_num, cfg)
-        if iter_num % cfg['eval_interval'] == 0 or iter_num == cfg['max_iters'] or cfg['eval_only']:
+        # a resumed run evaluates where it starts, as its log was trimmed there
+        if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
             losses = estimate_loss()
             finite = all(math.isfinite(v) for v in losses.values())
             if master:
                 print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+            if cfg['eval_only']:    # evaluation writes nothing
+                break
+            if master:
                 log_jsonl(log_path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
                                      'val_loss': losses['val'], 'tokens': iter_num * tokens_per_iter})
             if not finite:
@@ -671,8 +892,6 @@ def main(argv):
                 best_val = min(best_val, losses['val'])
                 checkpoint(iter_num)
                 last_good = iter_num
-            if cfg['eval_only']:
-                break
         if iter_num >= cfg['max_iters']:
             break
 
@@ -704,8 +923,11 @@ def main(argv):
             t1 = time.time()
             dt_ms = (t1 - t0) * 1000 / (cfg['log_interval'] if iter_num > 0 else 1)
             t0 = t1
+            rate = flops_per_iter / (dt_ms / 1000)
+            if spec is None:    # a measured peak is at least any rate the run reaches
+                peak = max(peak, rate)
             rec = {'kind': 'train', 'iter': iter_num, 'loss': lossf, 'lr': lr, 'ms': dt_ms,
-                   'tokens_per_s': tokens_per_iter / dt_ms * 1000, 'mfu': flops_per_iter / (dt_ms / 1000) / peak}
+                   'tokens_per_s': tokens_per_iter / dt_ms * 1000, 'mfu': rate / peak}
             if cfg['grad_clip'] > 0:
                 rec['grad_norm'] = norm.item()
             if hasattr(raw_model, 'train_stats'):

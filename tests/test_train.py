@@ -1,4 +1,5 @@
 """The trainer: loss falls, exact resume, DDP, compile, dry runs, and one-line errors."""
+import json
 import os
 
 import pytest
@@ -23,6 +24,7 @@ def test_loss_falls_and_checkpoint_written(char_data, tmp_path):
     ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
     assert ckpt['iter_num'] == 60 and ckpt['model_name'] == 'gpt' and ckpt['meta']['tokenizer'] == 'char'
     assert not os.path.exists(out / 'ckpt.pt.tmp')
+    assert all(0 < r['mfu'] <= 1 for r in read_log(out))   # a CPU's measured peak never undercounts
 
 
 def test_resume_is_bit_exact(char_data, tmp_path):
@@ -72,10 +74,48 @@ def test_ddp_two_gloo_processes(char_data, tmp_path):
     logged = {e['iter']: e['val_loss'] for e in evals}[ckpt['iter_num']]
     assert abs(per_rank[0] - per_rank[1]) > 1e-3
     assert logged == pytest.approx(sum(per_rank) / 2, abs=1e-5)
-    p = run_script(*ddp, f'--out_dir={tmp_path}/odd', *TINY, '--gradient_accumulation_steps=3', module=True,
-                   check=False, timeout=300)
-    assert p.returncode != 0
-    assert 'gradient_accumulation_steps (3) counts micro-batches over all 2 processes and must be a multiple of 2' in p.stderr
+
+
+def test_torchrun_with_the_default_arguments(tmp_path):
+    # batch_size 16 x gradient_accumulation_steps 1 over 2 processes: 8 sequences each, the same
+    # 2,048 tokens per iteration as one process
+    ddp = ('torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py', f'--data_dir={tmp_path}/data')
+    p = run_script(*ddp, f'--out_dir={tmp_path}/out', '--max_iters=2', '--eval_interval=2', '--eval_iters=1',
+                   module=True, timeout=300)
+    assert '2,048 tokens/iter (2 x 1 x 8 x 128)' in p.stdout and 'world 2' in p.stdout
+    assert [e['iter'] for e in read_log(tmp_path / 'out', 'eval')] == [0, 2]
+    # 3 sequences cannot be shared by 2 processes: one line, from rank 0 only, with what to pass
+    p = run_script(*ddp, f'--out_dir={tmp_path}/odd', '--batch_size=3', module=True, check=False, timeout=300)
+    assert p.returncode != 0 and p.stderr.count('error: ') == 1, p.stderr
+    assert 'do not split over 2 processes: pass --gradient_accumulation_steps=2 (6 sequences) or --batch_size=2' in p.stderr
+    assert not os.path.exists(tmp_path / 'odd')
+
+
+def test_a_new_run_never_replaces_a_trained_one(char_data, tmp_path):
+    out = tmp_path / 'o'
+    train(char_data, out, '--max_iters=4', '--eval_interval=2')
+    ckpt, log = (out / 'ckpt.pt').read_bytes(), (out / 'log.jsonl').read_bytes()
+    p = train(char_data, out, '--max_iters=4', check=False)
+    assert p.returncode == 2 and '--init_from=resume' in p.stderr and '--overwrite=True' in p.stderr
+    p = train(char_data, out, '--eval_only=True', '--init_from=resume')
+    assert 'step 4: train loss' in p.stdout
+    assert (out / 'ckpt.pt').read_bytes() == ckpt and (out / 'log.jsonl').read_bytes() == log
+    # the explicit opt-in replaces the run, and the new log holds only the new run
+    train(char_data, out, '--max_iters=2', '--eval_interval=2', '--overwrite=True')
+    assert [r['iter'] for r in read_log(out, 'eval')] == [0, 2] and [r['iter'] for r in read_log(out)] == [0, 1]
+    assert torch.load(out / 'ckpt.pt', weights_only=False)['iter_num'] == 2
+
+
+def test_resume_continues_the_log_without_repeats(char_data, tmp_path):
+    out = tmp_path / 'o'
+    train(char_data, out, '--max_iters=4', '--eval_interval=2')
+    with open(out / 'log.jsonl', 'a') as f:   # the interrupted run got past its last checkpoint
+        f.write(json.dumps({'kind': 'train', 'iter': 4, 'loss': 99.0}) + '\n{"kind": "tra')
+    train(char_data, out, '--max_iters=6', '--eval_interval=3', '--init_from=resume')
+    recs = [json.loads(line) for line in open(out / 'log.jsonl')]
+    assert [r['iter'] for r in recs if r['kind'] == 'train'] == list(range(6))
+    assert [r['iter'] for r in recs if r['kind'] == 'eval'] == [0, 2, 4, 6]   # 4: where the resumed run starts
+    assert all(r['loss'] < 99 for r in recs if r['kind'] == 'train')
 
 
 def test_dry_run_counts_gpt2_124m(tmp_path):
