@@ -15,3 +15,4 @@ pos = 'rope'
 norm = 'rms'
 fused_qkv = False          # separate q, k, v as nanochat: Muon orthogonalises each (Table 20)
 dropout = 0.0
+init = 'scaled_zero'       # Table 18: the baselines start from Parcae's own init

@@ -295,3 +295,15 @@ def test_tinystories_byte_cap(tmp_path):
     assert meta['train_cap'] == 250_000_000 and meta['train_tokens'] == 5000   # the paper's cap, above this file
     with pytest.raises(prepare_data.DataError, match='max_train_tokens must be >= 0'):
         prepare_data.prepare('tinystories', tokenizer='byte', input=str(src), out_dir=str(out), max_train_tokens=-1)
+
+
+# ----------------------------------------------------------------------------- the configs use them
+def test_paper_configs_use_the_recipes():
+    cfg = lambda name: train.resolve_config([os.path.join(os.path.dirname(__file__), '..', 'config', name)])
+    for size in ('140m', '370m', '770m', '1_3b'):
+        assert cfg(f'gpt_{size}.py')['init'] == 'scaled_zero'
+        p = cfg(f'parcae_{size}.py')
+        assert (p['muon_variant'], p['muon_momentum_warmup']) == ('parcae', 300)
+    for name in ('rdm_100m.py', 'rdm_350m.py', 'rdm_parcae_100m.py', 'rdm_parcae_350m.py'):
+        r = cfg(name)
+        assert r['update_clipping'] and r['adam_atan2'] and r['learning_rate'] <= 4e-4
