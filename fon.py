@@ -384,7 +384,7 @@ class FON(nn.Module):
         """max over layers of sum_m lambda_m at x = 0 (> 1 would let S grow), the mean |gate|,
         the delay range."""
         lam_sum = torch.stack([torch.exp(-F.softplus(l.mix.lam.bias)).sum() for l in self.layers])
-        delays = torch.cat([l.mix.delays for l in self.layers])
+        delays = torch.cat([l.mix.delays for l in self.layers]).clamp(1, self.config.max_delay)  # as used
         return {'lambda_sum0': lam_sum.max().item(), 'gate': self.revision.gate.abs().mean().item(),
                 'delay_min': delays.min().item(), 'delay_max': delays.max().item()}
 
