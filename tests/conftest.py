@@ -12,6 +12,18 @@ sys.path.insert(0, ROOT)
 torch.set_num_threads(1)  # tiny shapes: one thread is faster, and the suite runs on 2 cores
 
 
+def pytest_configure(config):
+    config.addinivalue_line('markers', 'slow: minutes on a CPU (torch.compile through inductor, every config); run with RUN_SLOW=1')
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get('RUN_SLOW') != '1':
+        skip = pytest.mark.skip(reason='slow: set RUN_SLOW=1 to run it')
+        for item in items:
+            if 'slow' in item.keywords:
+                item.add_marker(skip)
+
+
 def make_char_dataset(root, name='tiny', n_chars=60_000, seed=0):
     """A small char-level corpus with structure to learn (words from a short list), written in
     train.py's format: data/<name>/{train,val}.bin + meta.json. Never reads ../shared."""
