@@ -6,6 +6,7 @@ Speed and memory of every model, side by side, measured one after the other in o
     python bench.py config/fon_tf_d256.py config/fon_d256_t1.py --batch_size=16   # first = reference
     python bench.py --decode=True --max_context=2048       # per-token decode latency, state memory
     python bench.py --json=bench.json                      # the records, as a JSON list
+    python bench.py --gpu_check                            # the one-shot check of the GPU path (below)
 
 Training step = forward + backward + the optimizer step train.py would build (train.make_optimizers:
 AdamW at the shared shape; a config file's own optimizer, e.g. Muon + AdamW for Parcae's Table 20),
@@ -33,17 +34,38 @@ Decode (--decode=True): every model with decode_init/decode_step (GPT: its KV ca
 fed a random sequence token by token; at each context length the state's size (tensor storage held
 by the state, counted once) and the median latency of the next decode_iters tokens. block_size is
 raised to the longest context so learned position tables reach it.
+
+GPU check (--gpu_check): everything the GPU path needs, in one command of a few minutes on one
+CUDA GPU. Every model at a paper shape (GPU_CHECK's configs, batch and length as the config says;
+config files given on the command line replace them) takes `warmup` + `iters` compiled training
+steps in bf16 (dtype auto), counted by dynamo: graphs, the most versions of one function (the
+recompile limit, 8, stops the run as a recompile storm) and the final loss, which must be finite.
+For each it records the kernel scaled_dot_product_attention picks for its calls (FLASH_ATTENTION
+where it applies), the incremental decode (KV cache, O(1) state) on the device at two context
+lengths against the full forward's logits, and MFU, tokens/s and peak memory, GPT first, in one
+table. Meanwhile `torchrun --standalone --nproc_per_node=1 train.py` trains a small GPT with
+compile under DDP (nccl on CUDA, its version line in the output shows it was used). On a machine
+without CUDA the same runs at TINY_SHAPE (the test suite runs it with --backend=eager). Exits 1
+when a check fails.
 """
+import collections
 import json
+import math
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend
 
 import train
 from configurator import ConfigError, check, parse_args
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
 
 # ----------------------------------------------------------------------------- defaults
 models = ''              # 'gpt,parcae,...'; '' = every registered model that imports
@@ -55,7 +77,8 @@ n_layer = 4
 vocab_size = 4096
 warmup = 2
 iters = 5
-compile = None           # None: on for CUDA
+compile = None           # None: on for CUDA (always on with gpu_check)
+backend = 'inductor'     # torch.compile backend; 'eager' traces and counts graphs without code generation
 dtype = 'auto'
 device = 'auto'
 json_path = ''           # --json=PATH
@@ -63,11 +86,24 @@ decode = False
 contexts = (512, 1024, 2048, 4096, 8192)
 max_context = None       # None: 8192 on CUDA, 2048 on CPU
 decode_iters = 8
+gpu_check = False
 seed = 1337
 DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, tuple, type(None)))}
 
 
+# the GPU check's models at a paper shape, the reference first; and the shape a CPU runs them at
+GPU_CHECK = ('gpt_140m', 'parcae_140m', 'textnca_hier', 'fon_d256_t1', 'fon_mamba2_d256', 'workspace_medium')
+TINY_SHAPE = {'n_embd': 32, 'n_head': 2, 'head_dim': 16, 'n_kv_head': 2, 'd_ff': 64, 'slot_dim': 16,
+              'vocab_size': 64, 'block_size': 32, 'batch_size': 4}
+
+
 # ----------------------------------------------------------------------------- model configs
+def tiny(cfg):
+    """cfg at TINY_SHAPE where the model has the field; its structure (depth, windows, loop) kept."""
+    fields = train.model_fields(cfg['model'])
+    return {**cfg, **{k: v for k, v in TINY_SHAPE.items() if k in fields or k in ('vocab_size', 'block_size', 'batch_size')}}
+
+
 def params_of(name, cfg):
     with torch.device('meta'):
         return train.build_model(name, cfg).num_params()
@@ -238,7 +274,7 @@ def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak):
     model.train()
     opts = train.make_optimizers(model, cfg, device_type)
     use_compile = opt['compile'] if opt['compile'] is not None else device_type == 'cuda'
-    run = torch.compile(model) if use_compile else model
+    run = torch.compile(model, backend=opt['backend']) if use_compile else model
     B, T, V = cfg['batch_size'], cfg['block_size'], model.config.vocab_size
     g = torch.Generator().manual_seed(opt['seed'])
     x, y = (torch.randint(V, (B, T), generator=g).to(dev) for _ in range(2))
@@ -248,19 +284,24 @@ def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak):
             return m(x, y)[1]
 
     def step():
-        loss_fn().backward()
+        loss = loss_fn()
+        loss.backward()
         for o in opts:
             o.step()
             o.zero_grad(set_to_none=True)
+        return loss
+    t0 = time.perf_counter()
     for _ in range(opt['warmup']):
         step()
+    sync()
+    warmup_s = time.perf_counter() - t0   # with compile: mostly compilation
     if device_type == 'cuda':
         torch.cuda.reset_peak_memory_stats(dev)
     times = []
     for _ in range(opt['iters']):
         sync()
         t0 = time.perf_counter()
-        step()
+        loss = step()
         sync()
         times.append(time.perf_counter() - t0)
     if device_type == 'cuda':
@@ -272,7 +313,8 @@ def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak):
     rec = {'model': name, 'arch': cfg['model'], 'params': model.num_params(), 'flops_per_token': fpt,
            'ms_per_step': 1000 * s, 'tokens_per_s': B * T / s, 'peak_mem_mb': mem / 2 ** 20,
            'flops_per_s': fpt * B * T / s, 'mfu': fpt * B * T / s / peak, 'batch_size': B, 'block_size': T,
-           'n_embd': getattr(model.config, 'n_embd', None), 'd_ff': getattr(model.config, 'd_ff', None)}
+           'n_embd': getattr(model.config, 'n_embd', None), 'd_ff': getattr(model.config, 'd_ff', None),
+           'loss': loss.item(), 'warmup_s': warmup_s}
     del model, run, opts
     if device_type == 'cuda':
         torch.cuda.empty_cache()
@@ -308,6 +350,159 @@ def bench_decode(name, cfg, opt, dev, ctx, lengths):
     return rows
 
 
+# ----------------------------------------------------------------------------- the GPU check
+def compile_stats():
+    """Starts counting dynamo's work afresh (its caches emptied); returns a function that reads
+    the graphs compiled, the graph breaks and the most versions compiled of any one function
+    (the number the recompile limit bounds)."""
+    torch._dynamo.reset()   # also drops earlier callbacks
+    torch._dynamo.utils.counters.clear()
+    versions = collections.defaultdict(set)
+    torch._dynamo.on_compile_start(lambda a: versions[str(a.compile_id).split('/')[0]].add(str(a.compile_id)))
+
+    def read():
+        c = torch._dynamo.utils.counters
+        return {'graphs': c['stats']['unique_graphs'], 'graph_breaks': sum(c['graph_break'].values()),
+                'max_versions': max(map(len, versions.values()), default=0)}
+    return read
+
+
+def sdpa_kernels(model, x, ctx):
+    """The kernels scaled_dot_product_attention picks for the model's calls in one forward
+    (torch._fused_sdp_choice on each call's arguments in the autocast dtype), as a sorted list."""
+    picked = set()
+
+    class Spy(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is F.scaled_dot_product_attention:
+                q = args[0]
+                dt = torch.get_autocast_dtype(q.device.type) if torch.is_autocast_enabled(q.device.type) else q.dtype
+                qkv = [t.to(dt) for t in args[:3]]
+                picked.add(SDPBackend(torch._fused_sdp_choice(*qkv, *args[3:], **kwargs)).name)
+            return func(*args, **kwargs)
+    with torch.no_grad(), ctx, Spy():
+        model(x)
+    return sorted(picked)
+
+
+@torch.no_grad()
+def decode_gap(model, x):
+    """Largest |decode_step logits - forward logits| over the positions of x (float32)."""
+    full = model(x)[0]
+    state, gap = model.decode_init(x.shape[0], x.device), 0.0
+    for t in range(x.shape[1]):
+        logits, state = model.decode_step(x[:, t], state)
+        gap = max(gap, (logits.float() - full[:, t].float()).abs().max().item())
+    return gap
+
+
+def check_model(name, cfg, opt, dev, ptdtype, ctx, peak, lengths):
+    """One row of the GPU check (see the docstring)."""
+    torch.manual_seed(opt['seed'])
+    model = train.build_model(cfg['model'], cfg).to(dev).eval()
+    x = torch.randint(model.config.vocab_size, (1, cfg['block_size']), device=dev)
+    row = {'sdpa': sdpa_kernels(model, x, ctx)}
+    if hasattr(model, 'decode_step'):
+        row['decode_gap'] = decode_gap(model, x[:, :16])
+    del model
+    stats = compile_stats()
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        row.update(bench_train(name, cfg, {**opt, 'compile': True}, dev, ptdtype, ctx, peak))
+    row.update(stats())
+    if hasattr(train.model_classes(cfg['model'])[0], 'decode_step'):
+        decode = bench_decode(name, cfg, opt, dev, ctx, lengths)
+        row['decode_ms'] = [r['ms_per_token'] for r in decode]
+        row['state_mb'] = [r['state_mb'] for r in decode]
+    if not math.isfinite(row['loss']):
+        row['error'] = f"loss {row['loss']}"
+    elif row.get('decode_gap', 0.0) > 1e-2:
+        row['error'] = f"decode differs from forward by {row['decode_gap']:.3g}"
+    return row
+
+
+def torchrun(work, cuda):
+    """train.py under torchrun, one process (nccl on CUDA, gloo on a CPU), in the background."""
+    small = [] if cuda else ['--device=cpu', '--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=32', '--batch_size=4']
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=1',
+           os.path.join(ROOT, 'train.py'), f'--out_dir={work}/out', f'--data_dir={work}', '--max_iters=6',
+           '--eval_interval=6', '--eval_iters=2', '--log_interval=1', f'--compile={cuda}'] + small
+    log = open(os.path.join(work, 'torchrun.log'), 'w')
+    env = {**os.environ, 'NCCL_DEBUG': 'VERSION', 'OMP_NUM_THREADS': '1'}
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def torchrun_result(proc, work, cuda, timeout=300):
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    out = open(os.path.join(work, 'torchrun.log')).read()
+    rec = {'model': 'torchrun --nproc_per_node=1 train.py', 'backend': 'nccl' if cuda else 'gloo'}
+    log = os.path.join(work, 'out', 'log.jsonl')
+    losses = [json.loads(line).get('loss') for line in open(log)] if os.path.isfile(log) else []
+    losses = [v for v in losses if v is not None]
+    rec['loss'] = losses[-1] if losses else float('nan')
+    if proc.returncode != 0:
+        rec['error'] = f"exit {proc.returncode}: {(out.strip().splitlines() or [''])[-1][:200]}"
+    elif cuda and 'NCCL version' not in out:
+        rec['error'] = 'no NCCL version line: nccl was not used'
+    elif not math.isfinite(rec['loss']):
+        rec['error'] = f"loss {rec['loss']}"
+    return rec
+
+
+def gpu_check(configs, opt, dev, ptdtype, ctx):
+    cuda = dev.startswith('cuda')
+    t_start = time.time()
+    peak = train.peak_flops(dev, ptdtype)
+    lengths = (128, 512) if cuda else (8, 24)
+    records = []
+    with tempfile.TemporaryDirectory() as work:
+        proc = torchrun(work, cuda)
+        for name, cfg in configs:
+            if not cuda:
+                cfg = tiny(cfg)
+            try:
+                rec = check_model(name, cfg, opt, dev, ptdtype, ctx, peak, lengths)
+            except torch.OutOfMemoryError:
+                rec = {'error': 'out of memory (try --batch_size=8)'}
+            except Exception as e:   # a recompile storm, a kernel that does not exist...: the row says which
+                rec = {'error': f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"}
+            rec = {'model': name, 'arch': cfg['model'], 'batch_size': cfg['batch_size'], 'block_size': cfg['block_size'], **rec}
+            records.append(rec)
+            print(f"{name}: {rec.get('error') or 'ok'} ({time.time() - t_start:.0f} s)", file=sys.stderr)
+            if cuda:
+                torch.cuda.empty_cache()
+        ddp = torchrun_result(proc, work, cuda)
+    ref = next((r for r in records if 'mfu' in r and r['arch'] == 'gpt'), None)
+
+    def val(key, fmt):
+        return lambda r: fmt(r[key]) if key in r else '-'
+    dname = torch.cuda.get_device_name(dev) if cuda else 'CPU, tiny shapes'
+    print(f"GPU check: {dname}, {str(ptdtype).split('.')[-1]}, torch {torch.__version__}, backend {opt['backend']}, "
+          f"peak {peak / 1e12:.1f} TFLOP/s ({'spec' if cuda and peak > 1e14 else 'measured matmul'}), "
+          f"{time.strftime('%Y-%m-%d')}")
+    print(table(records, [
+        ('model', lambda r: r['model']), ('params', val('params', lambda v: f"{v / 1e6:.1f}M")),
+        ('batch x T', lambda r: f"{r['batch_size']} x {r['block_size']}"),
+        ('ms/step', val('ms_per_step', lambda v: f"{v:.1f}")), ('tokens/s', val('tokens_per_s', lambda v: f"{v:,.0f}")),
+        ('MFU', val('mfu', lambda v: f"{100 * v:.1f}%")),
+        ('MFU / GPT', val('mfu', lambda v: f"{v / ref['mfu']:.2f}x" if ref else '-')),
+        ('peak GB', val('peak_mem_mb', lambda v: f"{v / 1024:.2f}")), ('loss', val('loss', lambda v: f"{v:.3f}")),
+        ('warm-up s', val('warmup_s', lambda v: f"{v:.0f}")), ('graphs', val('graphs', str)),
+        ('most versions', val('max_versions', str)), ('SDPA kernel', val('sdpa', lambda v: ', '.join(v) or 'none')),
+        (f"decode ms/token at {lengths[0]} / {lengths[1]}", val('decode_ms', lambda v: ' / '.join(f'{x:.2f}' for x in v))),
+        ('decode state MB', val('state_mb', lambda v: ' / '.join(f'{x:.2f}' for x in v))),
+        ('decode - forward', val('decode_gap', lambda v: f"{v:.1e}")),
+        ('check', lambda r: r.get('error', 'ok'))]))
+    print(f"{ddp['model']}: {ddp['backend']}, final loss {ddp['loss']:.3f}, {ddp.get('error', 'ok')}")
+    print(f"targets (H100-class, bf16, compiled): GPT >= 40% MFU, every other model >= GPT's MFU / 1.5; "
+          f"took {time.time() - t_start:.0f} s")
+    return records + [ddp]
+
+
 # ----------------------------------------------------------------------------- main
 def split_argv(argv):
     """Config files (positional), --key value for models / json, --json= alias."""
@@ -319,7 +514,7 @@ def split_argv(argv):
         elif a in ('--models', '--json', '--contexts') and i + 1 < len(argv) and not argv[i + 1].startswith('--'):
             args.append(f'{a}={argv[i + 1]}')
             i += 1
-        elif a in ('--decode', '--compile'):
+        elif a in ('--decode', '--compile', '--gpu_check'):
             args.append(a + '=True')
         else:
             args.append(a)
@@ -345,7 +540,12 @@ def main(argv):
             if opt[k] is not None and (not isinstance(opt[k], int) or opt[k] < 1):
                 raise ConfigError(f"{k} must be a positive integer, got {opt[k]!r}")
         dev, ptdtype, ctx = train.resolve_device(opt['device'], opt['dtype'])
-        configs = file_configs(files, opt) if files else shared_configs(registered(opt), opt)
+        if opt['gpu_check'] and not files:
+            keep = registered(opt)
+            files = [os.path.join(ROOT, 'config', f'{c}.py') for c in GPU_CHECK]
+            configs = [(n, c) for n, c in file_configs(files, opt) if c['model'] in keep]
+        else:
+            configs = file_configs(files, opt) if files else shared_configs(registered(opt), opt)
     except ConfigError as e:
         train.fail(e)
     if dev.startswith('cuda'):
@@ -355,7 +555,9 @@ def main(argv):
     print(f"device {dev} ({dname}), dtype {str(ptdtype).split('.')[-1]}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
 
-    if opt['decode']:
+    if opt['gpu_check']:
+        records = gpu_check(configs, opt, dev, ptdtype, ctx)
+    elif opt['decode']:
         cap = opt['max_context'] or (8192 if dev.startswith('cuda') else 2048)
         lengths = [int(L) for L in opt['contexts'] if int(L) <= cap]
         records = []
@@ -404,4 +606,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    main(sys.argv[1:])
+    sys.exit(1 if any('error' in r for r in main(sys.argv[1:])) else 0)

@@ -2,6 +2,7 @@
 training bench runs end to end at a tiny shape with the promised JSON fields, config files are
 measured against the first, and decode reports a growing KV cache next to a fixed state."""
 import json
+import os
 
 import pytest
 import torch
@@ -80,3 +81,37 @@ def test_bad_input_is_one_line(capsys):
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert err.startswith('error: ') and err.count('\n') == 1, err
+
+
+def test_gpu_check_runs_on_cpu(capsys):
+    # the one-shot GPU check at tiny shapes (backend eager: dynamo's graphs without inductor's
+    # code generation), so that it cannot rot between GPU sessions
+    records = bench.main(['--gpu_check', '--backend=eager', '--warmup=1', '--iters=1', '--decode_iters=2'])
+    rows = {r['arch']: r for r in records[:-1]}
+    assert [r['model'] for r in records[:-1]] == list(bench.GPU_CHECK) and len(rows) == 6
+    for arch, r in rows.items():
+        assert 'error' not in r, (arch, r['error'])
+        assert r['graphs'] >= 1 and r['max_versions'] < torch._dynamo.config.recompile_limit
+        assert r['tokens_per_s'] > 0 and r['mfu'] > 0 and r['peak_mem_mb'] > 0
+    assert {'gpt', 'parcae', 'workspace'} <= {a for a, r in rows.items() if r['sdpa'] == ['FLASH_ATTENTION']}
+    assert rows['fon']['sdpa'] == rows['mamba2']['sdpa'] == []
+    for arch in ('gpt', 'parcae', 'textnca', 'fon', 'mamba2'):   # incremental decode = forward, on the device
+        assert rows[arch]['decode_gap'] < 1e-4, arch
+    assert rows['gpt']['state_mb'][1] > rows['gpt']['state_mb'][0]          # a KV cache grows
+    assert rows['fon']['state_mb'][1] == rows['fon']['state_mb'][0]          # O(1) states do not
+    assert rows['mamba2']['state_mb'][1] == rows['mamba2']['state_mb'][0]
+    ddp = records[-1]
+    assert ddp['backend'] == 'gloo' and 'error' not in ddp, ddp
+    out = capsys.readouterr().out
+    assert '| model | params | batch x T |' in out and '| gpt_140m |' in out and 'torchrun' in out
+
+
+def test_gpu_check_flags_a_recompile_storm():
+    # Parcae needs a few versions of its recurrent block by design: with the limit at 1 the check
+    # must stop at the limit instead of silently running on in eager
+    opt = {**bench.DEFAULTS, 'backend': 'eager', 'warmup': 3, 'iters': 1}
+    cfg = bench.tiny(train.resolve_config([os.path.join(bench.ROOT, 'config', 'cpu_parcae.py')]))
+    dev, ptdtype, ctx = train.resolve_device('cpu', 'float32')
+    with torch._dynamo.config.patch(recompile_limit=1), pytest.raises(torch._dynamo.exc.FailOnRecompileLimitHit):
+        bench.check_model('parcae', cfg, opt, dev, ptdtype, ctx, 1e9, (8, 12))
+    torch._dynamo.reset()
