@@ -11,7 +11,8 @@ shared local rule is iterated in place:
 Hier-TextNCA (the flagship) runs K stages with windows (8, 32, 128); stage k has its own
 weights and applies them Ts = 4 times, with step embedding s_{(k-1)Ts + t} (Eq. 9).
 Every ablation of the paper is a config field: windows (reversed / uniform / non-monotone
-schedules, K = len(windows)), Ts, orchestration, gate, step_embed, kernel, stochastic_Ts.
+schedules, K = len(windows)), Ts, orchestration, gate, step_embed, kernel, stochastic_Ts,
+readout_block.
 forward(idx, targets, Ts) takes the iteration count as a knob. For the paper's analyses:
 step_logits / step_losses (LN + head after every NCA step, Fig. 8), gate_stats (mean GRU
 update and reset gates per step, Fig. 10), step_names ('emb', 'S1.1', ...).
@@ -40,14 +41,25 @@ Choices where the paper is vague (and why):
   s = q.k / sqrt(d_h) (the 1/sqrt(d_h) scale as in softmax). Inside a window of w keys the
   exact value of sum_j phi(q_i).phi(k_j) v_j / sum_j phi(q_i).phi(k_j) is cheaper computed as
   this (always positive) score in the same band form as softmax than through d_h^2 features.
-- kernel 'gla' (Eq. 17): g_j = sigmoid(W_g^(h) K_j + b^(h)), one scalar per head and position,
-  decay_{j->i} = prod_{s=j+1..i} (1 - g_s), y_i = sum_j decay_{j->i} (q_i.k_j / sqrt d_h) v_j
-  with no normaliser (the LN after Perceive normalises). Restricted to the same causal window
-  w as softmax (the model stays strictly local). b is initialised to log(1/(w-1)) so that at
-  init g = 1/w and the decay reaches about 1/e at the window's edge.
-- kernel 'conv': depthwise causal Conv1d(d, d, w, groups=d) replaces the whole attention
-  (Sec. A.3 says no more); it is 16.6K parameters per stage where attention is 1.05M, so the
-  paper's 29.0M TextNCA-Conv count is not reproduced (that model's extra parts are unstated).
+- kernel 'gla' (Eq. 17 "following Yang et al. (2024)"): Yang et al.'s data-dependent gate,
+  one decay per key channel read from the layer input x = h + s through a rank-16 map,
+  alpha_j = sigmoid(x_j W_1 W_2 + b)^(1/16) (W_1: d x 16, W_2: 16 x d, bias b; 16 is their
+  temperature), decay_{j->i} = prod_{s=j+1..i} alpha_s (per channel: Eq. 17's 1 - g),
+  y_i = sum_j (q_i * decay_{j->i}) . k_j v_j / sqrt d_h, i.e. the recurrence
+  S_i = Diag(alpha_i) S_{i-1} + k_i^T v_i restricted to the causal window w (the model stays
+  strictly local), with no normaliser (the LN after Perceive normalises) and none of GLA's
+  output gate or norm. It adds 16,896 parameters per stage: 30,881,280 = the paper's 30.9M
+  (Table 3) and 21,395,968 = 21.4M for TextNCA-GLA (Table 8); Eq. 17's literal reading, one
+  scalar per head from K_j, gives 30,832,152 = 30.83M. b starts so that alpha^(w-1) = 1/e.
+- kernel 'conv' (TextNCA-Conv, Table 8's 29.0M): a dense causal Conv1d(d, d, w) followed by a
+  d x d output projection, 28,980,224 parameters at w = 32 (with biases). Sec. A.3 says "causal
+  depthwise convolution with kernel size w", which is kernel 'dwconv': Conv1d(d, d, w,
+  groups=d) alone, 16.9K parameters per stage, 20,345,344 = 20.3M for the same model, far
+  from the paper's count; the count decides. Both keep PyTorch's Conv1d init.
+- readout_block (Hier-Hybrid, App. B): one causal global-attention block plus FFN appended
+  after the last NCA step, before ln_f: a pre-norm Transformer block with biases at d, d_ff,
+  3,152,384 parameters, 33,982,976 in all = the paper's 34.0M ("+3.2M"). The logit lens
+  (step_logits, step_losses) reads every state through it, so its last entry stays forward's.
 - gate 'sigmoid': h = g u + (1-g) h, g = sigmoid(W [h; u]) (27.68M = the paper's 27.7M
   "SigmoidDropout", which adds dropout; `dropout` applies to u before the gate). 'highway':
   g = sigmoid(W h). 'residual': h + u. 'overwrite': u.
@@ -78,9 +90,10 @@ class TextNCAConfig:
     orchestration: str = 'staged'     # staged | single | stacked | interleaved | multi
     gate: str = 'gru'                 # gru | residual | sigmoid | highway | overwrite
     step_embed: str = 'learned'       # learned | none | sinusoidal
-    kernel: str = 'softmax'           # softmax | linear | gla | conv
+    kernel: str = 'softmax'           # softmax | linear | gla | conv | dwconv
     stochastic_Ts: tuple = ()         # e.g. (2, 4, 6): Ts sampled per batch in training
     grad_checkpoint: bool = False     # recompute each NCA step in backward (Sec. 4.1)
+    readout_block: bool = False       # Hier-Hybrid (App. B): one causal global-attention block before ln_f
 
     def __post_init__(self):
         if isinstance(self.windows, int):
@@ -95,8 +108,8 @@ class TextNCAConfig:
              f"gate must be gru|residual|sigmoid|highway|overwrite, got {self.gate!r}"),
             (self.step_embed in ('learned', 'none', 'sinusoidal'),
              f"step_embed must be learned|none|sinusoidal, got {self.step_embed!r}"),
-            (self.kernel in ('softmax', 'linear', 'gla', 'conv'),
-             f"kernel must be softmax|linear|gla|conv, got {self.kernel!r}"),
+            (self.kernel in ('softmax', 'linear', 'gla', 'conv', 'dwconv'),
+             f"kernel must be softmax|linear|gla|conv|dwconv, got {self.kernel!r}"),
             (len(w) >= 1 and all(x >= 1 for x in w), f"windows must be positive, got {w}"),
             (o != 'single' or len(w) == 1, f"orchestration 'single' takes one window, got {w}"),
             (o not in ('stacked', 'multi') or len(set(w)) == 1,
@@ -142,7 +155,9 @@ def local_attention(q, k, v, w, kernel='softmax', log_decay=None):
     """q, k, v: (B, H, T, D). Query i attends to keys max(0, i-w+1)..i. Queries are split
     into chunks of c = w; a chunk sees only itself and the previous chunk, so the work and
     memory are O(T * w) (exactly the masked full attention, see tests/test_textnca.py).
-    log_decay: (B, H, T) log(1 - g) for kernel 'gla'."""
+    log_decay: (B, H, T, D) log alpha for kernel 'gla' (see gla_attention)."""
+    if kernel == 'gla':
+        return gla_attention(q, k, v, w, log_decay)
     B, H, T, D = q.shape
     c = min(w, T)
     n = -(-T // c)
@@ -152,18 +167,38 @@ def local_attention(q, k, v, w, kernel='softmax', log_decay=None):
     allowed = band_mask(n, c, w, q.device)                           # (n, c, 2c)
     if kernel == 'softmax':
         y = F.scaled_dot_product_attention(qc, kc, vc, attn_mask=allowed)
-    else:
+    else:                        # linear: phi(q).phi(k) with phi = [1, x, x (x) x / sqrt 2]
         s = (qc @ kc.transpose(-1, -2)) * (1.0 / math.sqrt(D))       # (B, H, n, c, 2c)
-        if kernel == 'linear':   # phi(q).phi(k) with phi = [1, x, x (x) x / sqrt 2]
-            a = (1 + s + 0.5 * s * s).masked_fill(~allowed, 0.0)
-            a = a / a.sum(-1, keepdim=True)
-        else:                    # gla: decay_{j->i} = exp(C_i - C_j), C = cumsum log(1 - g)
-            C = F.pad(log_decay.cumsum(-1), (0, pad))   # float32 from Perceive.qkv
-            Cq, Ck = C.view(B, H, n, c), band_chunks(C, c)
-            e = (Cq[..., :, None] - Ck[..., None, :]).masked_fill(~allowed, float('-inf'))
-            a = s * e.exp().to(s.dtype)
-        y = a @ vc
+        a = (1 + s + 0.5 * s * s).masked_fill(~allowed, 0.0)
+        y = (a / a.sum(-1, keepdim=True)) @ vc
     return y.reshape(B, H, n * c, D)[:, :, :T]
+
+
+def gla_attention(q, k, v, w, log_decay, c=16):
+    """y_i = sum_{j=i-w+1..i} (q_i * exp(C_i - C_j)) . k_j v_j / sqrt(D), C = cumsum log alpha
+    (B, H, T, D): the GLA recurrence S_i = Diag(alpha_i) S_{i-1} + k_i^T v_i restricted to the
+    window. Queries go in sub-chunks of c; for one starting at s, keys before s use
+    exp(C_i - C_j) = exp(C_i - C_{s-1}) exp(C_{s-1} - C_j), both factors <= 1 (no overflow), and
+    the sub-chunk's own keys an explicit (c, c, D) decay. Memory O(T w + T (w / c + c) D)."""
+    B, H, T, D = q.shape
+    c = min(c, w, T)                 # c <= w: a sub-chunk's own keys all lie in the window
+    n = -(-T // c)
+    P = -(-(w - 1) // c) * c         # keys before a sub-chunk: w - 1, rounded up to sub-chunks
+    q, k, v, log_decay = (F.pad(t, (0, 0, 0, n * c - T)) for t in (q, k, v, log_decay))
+    C = log_decay.cumsum(2)          # padded queries keep C_T: exp(C_i - C_j) <= 1 there too
+    qb, kb, vb, Cb = (t.view(B, H, n, c, D) for t in (q, k, v, C))
+    causal = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()[:, :, None]
+    decay = (Cb[..., :, None, :] - Cb[..., None, :, :]).masked_fill(~causal, float('-inf')).exp()
+    y = torch.einsum('...id,...ijd,...jd->...ij', qb, decay.to(q.dtype), kb) @ vb
+    if P:
+        def before(t):               # (B, H, n, P, D): the P positions before each sub-chunk
+            return F.pad(t, (0, 0, P, 0)).unfold(2, P, c)[:, :, :n].transpose(-1, -2)
+        ref = F.pad(C, (0, 0, 1, 0))[:, :, 0:n * c:c, None]          # C_{s-1}, C_{-1} = 0
+        qt = qb * (Cb - ref).exp().to(q.dtype)
+        kt = before(k) * (ref - before(C)).exp().to(q.dtype)
+        dist = torch.arange(c, device=q.device)[:, None] + P - torch.arange(P, device=q.device)
+        y = y + (qt @ kt.transpose(-1, -2)).masked_fill(dist >= w, 0.0) @ before(v)
+    return (y * (1.0 / math.sqrt(D))).reshape(B, H, n * c, D)[:, :, :T]
 
 
 class Perceive(nn.Module):
@@ -172,32 +207,34 @@ class Perceive(nn.Module):
         super().__init__()
         self.w, self.kernel, self.n_head = w, cfg.kernel, cfg.n_head
         d = cfg.n_embd
-        if cfg.kernel == 'conv':
-            self.conv = nn.Conv1d(d, d, w, groups=d, bias=cfg.bias)
+        if cfg.kernel in ('conv', 'dwconv'):
+            self.conv = nn.Conv1d(d, d, w, groups=d if cfg.kernel == 'dwconv' else 1, bias=cfg.bias)
+            if cfg.kernel == 'conv':
+                self.c_proj = nn.Linear(d, d, bias=cfg.bias)
             return
         self.c_attn = nn.Linear(d, 3 * d, bias=cfg.bias)
         self.c_proj = nn.Linear(d, d, bias=cfg.bias)
-        if cfg.kernel == 'gla':  # Eq. 17: one decay gate per head, read from the key
-            self.g_w = nn.Parameter(torch.empty(cfg.n_head, d // cfg.n_head))
-            self.g_b = nn.Parameter(torch.empty(cfg.n_head))
+        if cfg.kernel == 'gla':  # alpha = sigmoid(x W1 W2 + b)^(1/16), W1 W2 of rank 16 (Yang et al.)
+            self.g_1 = nn.Linear(d, 16, bias=False)
+            self.g_2 = nn.Linear(16, d)
 
-    def reset_gla(self):
-        nn.init.normal_(self.g_w, std=0.02)
-        nn.init.constant_(self.g_b, math.log(1.0 / max(self.w - 1, 1)))
+    def reset_gla(self):  # after _init_weights: alpha^(w-1) = 1/e at init
+        nn.init.constant_(self.g_2.bias, -math.log(math.expm1(16.0 / max(self.w - 1, 1))))
 
     def qkv(self, x):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
         log_decay = None
-        if self.kernel == 'gla':  # log(1 - sigmoid(a)) = logsigmoid(-a)
-            a = torch.einsum('bhtd,hd->bht', k, self.g_w) + self.g_b[:, None]
-            log_decay = F.logsigmoid(-a.float())
+        if self.kernel == 'gla':  # log alpha, (B, H, T, D): one decay per key channel
+            a = self.g_2(self.g_1(x)).float()
+            log_decay = (F.logsigmoid(a) / 16).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         return q, k, v, log_decay
 
     def forward(self, x):
         B, T, C = x.shape
-        if self.kernel == 'conv':
-            return self.conv(F.pad(x.transpose(1, 2), (self.w - 1, 0))).transpose(1, 2)
+        if self.kernel in ('conv', 'dwconv'):
+            y = self.conv(F.pad(x.transpose(1, 2), (self.w - 1, 0))).transpose(1, 2)
+            return self.c_proj(y) if self.kernel == 'conv' else y
         q, k, v, log_decay = self.qkv(x)
         y = local_attention(q, k, v, self.w, self.kernel, log_decay)
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
@@ -205,7 +242,7 @@ class Perceive(nn.Module):
     def step(self, x, cache):
         """Incremental decode of one position, x: (B, 1, C); cache keeps the last w inputs."""
         B, _, C = x.shape
-        if self.kernel == 'conv':
+        if self.kernel in ('conv', 'dwconv'):
             xs = torch.cat([cache['x'], x], 1)[:, -self.w:] if 'x' in cache else x
             cache['x'] = xs
             return self.forward(xs)[:, -1:]
@@ -219,11 +256,11 @@ class Perceive(nn.Module):
         elif self.kernel == 'linear':
             a = 1 + s + 0.5 * s * s
             a = a / a.sum(-1, keepdim=True)
-        else:   # C_i - C_j = sum of log(1 - g) over the positions after j up to i
+        else:   # C_i - C_j = sum of log alpha over the positions after j up to i, per channel
             ld = torch.cat([cache['ld'], log_decay], 2)[:, :, -self.w:] if 'ld' in cache else log_decay
             cache['ld'] = ld
-            after = ld.flip(-1).cumsum(-1).flip(-1) - ld                # sum over j+1..i
-            a = s * after.exp()[:, :, None, :].to(s.dtype)
+            after = ld.flip(2).cumsum(2).flip(2) - ld                   # (B, H, S, D)
+            a = (q * after.exp().to(q.dtype) * k).sum(-1)[:, :, None] * (1.0 / math.sqrt(q.shape[-1]))
         y = (a @ v).transpose(1, 2).reshape(B, 1, C)
         return self.c_proj(y)
 
@@ -293,6 +330,32 @@ class Cell(nn.Module):
         return self.gate(h, self.drop(x), want_gates)
 
 
+class Readout(nn.Module):
+    """Hier-Hybrid (App. B): one pre-norm Transformer block, causal attention over the whole
+    prefix plus FFN, between the last NCA step and ln_f. Decode keeps every key and value."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, self.n_head = cfg.n_embd, cfg.n_head
+        self.ln_1 = nn.LayerNorm(d, bias=cfg.bias)
+        self.c_attn = nn.Linear(d, 3 * d, bias=cfg.bias)
+        self.attn_proj = nn.Linear(d, d, bias=cfg.bias)
+        self.ln_2 = nn.LayerNorm(d, bias=cfg.bias)
+        self.c_fc = nn.Linear(d, cfg.d_ff, bias=cfg.bias)
+        self.c_proj = nn.Linear(cfg.d_ff, d, bias=cfg.bias)
+
+    def forward(self, h, cache=None):
+        B, T, C = h.shape
+        q, k, v = self.c_attn(self.ln_1(h)).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+        if cache is not None:  # one new position: it sees every cached key
+            if 'k' in cache:
+                k, v = torch.cat([cache['k'], k], 2), torch.cat([cache['v'], v], 2)
+            cache['k'], cache['v'] = k, v
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)
+        h = h + self.attn_proj(y.transpose(1, 2).reshape(B, T, C))
+        return h + self.c_proj(F.gelu(self.c_fc(self.ln_2(h))))
+
+
 # ----------------------------------------------------------------------------------------
 
 @torch.compiler.disable  # a Python int: torch.compile keeps one graph per Ts value
@@ -313,6 +376,7 @@ class TextNCA(nn.Module):
         else:
             self.cells = nn.ModuleList([Cell(cfg, (w,)) for w in cfg.windows])
         self.steps = nn.Parameter(torch.empty(cfg.n_cells * cfg.table_Ts, d)) if cfg.step_embed == 'learned' else None
+        self.readout = Readout(cfg) if cfg.readout_block else None
         self.ln_f = nn.LayerNorm(d, bias=cfg.bias)
         self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight
@@ -338,8 +402,11 @@ class TextNCA(nn.Module):
         for k, _ in self.plan(cfg.Ts):
             cell = self.cells[k]
             matmul += sum(m.weight.numel() for m in cell.modules() if isinstance(m, (nn.Linear, nn.Conv1d)))
-            if cfg.kernel != 'conv':
+            if cfg.kernel not in ('conv', 'dwconv'):
                 attn += sum(12 * cfg.n_embd * min(sub.perceive.w, seq_len) for sub in cell.subs)
+        if self.readout is not None:
+            matmul += sum(m.weight.numel() for m in self.readout.modules() if isinstance(m, nn.Linear))
+            attn += 12 * cfg.n_embd * seq_len
         return 6 * matmul + attn
 
     # the NCA schedule ------------------------------------------------------------------
@@ -392,7 +459,9 @@ class TextNCA(nn.Module):
                 h = self.cells[k](h, s)
             yield k, t, h, gates
 
-    def head(self, h):
+    def head(self, h, cache=None):
+        if self.readout is not None:  # the logit lens (step_logits...) reads every state through it
+            h = self.readout(h, cache)
         return self.lm_head(self.ln_f(h))
 
     def forward(self, idx, targets=None, Ts=None):
@@ -458,7 +527,7 @@ class TextNCA(nn.Module):
     def decode_init(self, batch_size, device, Ts=None):
         Ts = self.config.Ts if Ts is None else Ts
         plan = self.plan(Ts)
-        return {'pos': 0, 'Ts': Ts, 'caches': [[{} for _ in self.cells[k].subs] for k, _ in plan]}
+        return {'pos': 0, 'Ts': Ts, 'caches': [[{} for _ in self.cells[k].subs] for k, _ in plan], 'readout': {}}
 
     @torch.no_grad()
     def decode_step(self, idx_t, state, Ts=None):
@@ -470,4 +539,4 @@ class TextNCA(nn.Module):
         for (k, t), caches in zip(self.plan(Ts), state['caches']):
             h = self.cells[k](h, self.step_embedding(k, t, Ts, idx.device), caches)
         state['pos'] += 1
-        return self.head(h)[:, -1], state
+        return self.head(h, state['readout'])[:, -1], state

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 import baselines
 import train
 from configurator import parse_args
-from textnca import TextNCA, TextNCAConfig, local_attention
+from textnca import Perceive, TextNCA, TextNCAConfig, gla_attention, local_attention
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,12 +21,15 @@ PAPER_COUNTS = {
     'textnca_k4': 35.6e6, 'textnca_residual': 26.1e6, 'textnca_gla': 30.9e6,
     'textnca_sigmoid_dropout': 27.7e6, 'textnca_nostep': 30.8e6, 'textnca_sinstep': 30.8e6,
     'textnca_stochastic_t': 30.8e6, 'textnca_ts2': 30.83e6, 'textnca_ts6': 30.86e6,
-    'textnca_ts8': 30.87e6, 'textnca_l1': 21.4e6, 'textnca_l1_gla': 21.4e6,
+    'textnca_ts8': 30.87e6, 'textnca_l1': 21.4e6, 'textnca_l1_gla': 21.4e6, 'textnca_l1_conv': 29.0e6,
+    'textnca_hybrid': 34.0e6,
     'tf_6l': 35.5e6, 'tf_12l': 54.5e6, 'swin_tf_staged': 35.5e6, 'swin_tf_6l': 35.5e6, 'ut': 21.4e6,
 }
 # our exact counts: the flagship with biases everywhere, see the docstring of textnca.py
 EXACT = {'textnca_hier': 30_830_592, 'textnca_interleaved': 27_677_696, 'textnca_k2': 26_104_832,
-         'textnca_k4': 35_556_352, 'textnca_residual': 26_107_392, 'textnca_l1': 21_379_072}
+         'textnca_k4': 35_556_352, 'textnca_residual': 26_107_392, 'textnca_l1': 21_379_072,
+         'textnca_gla': 30_881_280, 'textnca_l1_gla': 21_395_968, 'textnca_l1_conv': 28_980_224,
+         'textnca_hybrid': 33_982_976}
 TRAIN_KEYS = set(train.DEFAULTS)
 CONFIGS = ['tf_6l', 'tf_12l', 'ut', 'swin_tf_staged', 'swin_tf_6l'] + sorted(
     os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, 'config', 'textnca_*.py')))
@@ -89,9 +92,10 @@ def masked_full(q, k, v, w, kernel, log_decay=None):
     elif kernel == 'linear':
         a = (1 + s + s * s / 2) * allowed
         a = a / a.sum(-1, keepdim=True)
-    else:
-        C = log_decay.cumsum(-1)
-        a = s * (C[..., :, None] - C[..., None, :]).masked_fill(~allowed, float('-inf')).exp()
+    else:   # per channel: sum_d q_id k_jd exp(C_id - C_jd)
+        C = log_decay.cumsum(2)
+        e = (C[:, :, :, None] - C[:, :, None]).masked_fill(~allowed[..., None], float('-inf')).exp()
+        a = torch.einsum('bhid,bhijd,bhjd->bhij', q, e, k) / math.sqrt(D)
     return a @ v
 
 
@@ -101,7 +105,7 @@ def test_chunked_local_attention_equals_masked_full(kernel):
     for T in (1, 5, 16, 37):
         for w in (1, 3, 8, 16, 50):
             q, k, v = (torch.randn(2, 3, T, 8, dtype=torch.float64) for _ in range(3))
-            ld = F.logsigmoid(-torch.randn(2, 3, T, dtype=torch.float64))
+            ld = F.logsigmoid(-torch.randn(2, 3, T, 8, dtype=torch.float64))
             out = local_attention(q, k, v, w, kernel, ld)
             torch.testing.assert_close(out, masked_full(q, k, v, w, kernel, ld), rtol=1e-10, atol=1e-10)
 
@@ -111,7 +115,7 @@ def test_local_attention_sees_exactly_the_w_most_recent_keys():
     T, w = 40, 7
     for kernel in ('softmax', 'linear', 'gla'):
         q, k, v = (torch.randn(1, 2, T, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
-        ld = F.logsigmoid(-torch.randn(1, 2, T, dtype=torch.float64)).requires_grad_()
+        ld = F.logsigmoid(-torch.randn(1, 2, T, 4, dtype=torch.float64)).requires_grad_()
         for i in (0, 3, 6, 7, 20, 39):
             out = local_attention(q, k, v, w, kernel, ld)
             gk, gv = torch.autograd.grad(out[:, :, i].sum(), (k, v))
@@ -135,18 +139,50 @@ def test_taylor2_feature_map_identity():
     torch.testing.assert_close(phi(q) @ phi(k).T, 1 + s + s * s / 2)
 
 
-def test_gla_decay_against_naive_loop():
-    torch.manual_seed(0)
-    T, w, D = 12, 5, 4
-    q, k, v = (torch.randn(1, 1, T, D, dtype=torch.float64) for _ in range(3))
-    g = torch.rand(1, 1, T, dtype=torch.float64)
-    out = local_attention(q, k, v, w, 'gla', torch.log1p(-g))
+def gla_loop(q, k, v, w, alpha):
+    """The windowed GLA sum one position, key and channel at a time (float64)."""
+    T, D = q.shape[-2:]
+    out = torch.zeros_like(q)
     for i in range(T):
-        ref = torch.zeros(D, dtype=torch.float64)
         for j in range(max(0, i - w + 1), i + 1):
-            decay = torch.prod(1 - g[0, 0, j + 1: i + 1])   # Eq. 17
-            ref += decay * (q[0, 0, i] @ k[0, 0, j]) / math.sqrt(D) * v[0, 0, j]
-        torch.testing.assert_close(out[0, 0, i], ref)
+            decay = torch.prod(alpha[..., j + 1: i + 1, :], dim=-2)     # per channel
+            out[..., i, :] += ((q[..., i, :] * decay * k[..., j, :]).sum(-1, keepdim=True) / math.sqrt(D)) * v[..., j, :]
+    return out
+
+
+def test_gla_against_naive_loop_and_recurrence():
+    torch.manual_seed(0)
+    D = 4
+    for T, w in ((12, 5), (40, 17), (37, 40), (50, 33), (9, 1)):
+        q, k, v = (torch.randn(2, 3, T, D, dtype=torch.float64) for _ in range(3))
+        alpha = torch.rand(2, 3, T, D, dtype=torch.float64) * 0.5 + 0.5
+        out = local_attention(q, k, v, w, 'gla', alpha.log())
+        torch.testing.assert_close(out, gla_loop(q, k, v, w, alpha))
+        if w >= T:   # the window covers the prefix: Yang et al.'s S_i = Diag(alpha_i) S_{i-1} + k_i^T v_i
+            S = torch.zeros(2, 3, D, D, dtype=torch.float64)
+            for i in range(T):
+                S = alpha[:, :, i, :, None] * S + k[:, :, i, :, None] * v[:, :, i, None, :]
+                torch.testing.assert_close(out[:, :, i], (q[:, :, i, None, :] @ S)[:, :, 0] / math.sqrt(D))
+
+
+def test_gla_strong_decay_stays_finite_in_float32():
+    # C = cumsum log alpha reaches -30 * 300: any exp(C_i) or exp(-C_j) alone would overflow
+    torch.manual_seed(0)
+    T, w = 300, 128
+    q, k, v = (torch.randn(1, 2, T, 4, requires_grad=True) for _ in range(3))
+    ld = torch.full((1, 2, T, 4), -30.0, requires_grad=True)
+    out = gla_attention(q, k, v, w, ld)
+    out.square().sum().backward()
+    assert torch.isfinite(out).all() and all(torch.isfinite(t.grad).all() for t in (q, k, v, ld))
+    ref = masked_full(*(t.detach().double() for t in (q, k, v)), w, 'gla', ld.detach().double())
+    torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_gla_gradcheck():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 21, 3, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    ld = F.logsigmoid(torch.randn(1, 2, 21, 3, dtype=torch.float64)).requires_grad_()
+    assert torch.autograd.gradcheck(lambda *t: gla_attention(*t[:3], 9, t[3], c=4), (q, k, v, ld))
 
 
 # ---------------------------------------------------------------------------- the model
@@ -172,7 +208,7 @@ def changed_positions(model, idx, p, **kw):
     return (a - b).abs().amax(dim=(0, 2)) > 0   # unaffected positions are bit-identical
 
 
-@pytest.mark.parametrize('kernel', ['softmax', 'linear', 'gla', 'conv'])
+@pytest.mark.parametrize('kernel', ['softmax', 'linear', 'gla', 'conv', 'dwconv'])
 @pytest.mark.parametrize('orch', ['staged', 'single', 'stacked', 'interleaved', 'multi'])
 def test_causal(kernel, orch):
     windows = {'staged': (2, 4, 8), 'single': (4,), 'stacked': (3, 3),
@@ -330,7 +366,7 @@ def test_step_logits_losses_and_gate_stats():
         build(tiny(gate='residual')).gate_stats(idx)
 
 
-@pytest.mark.parametrize('kernel', ['softmax', 'linear', 'gla', 'conv'])
+@pytest.mark.parametrize('kernel', ['softmax', 'linear', 'gla', 'conv', 'dwconv'])
 @pytest.mark.parametrize('orch', ['staged', 'interleaved'])
 def test_decode_matches_forward(kernel, orch):
     m = build(tiny(kernel=kernel, orchestration=orch, windows=(2, 4)))
@@ -341,6 +377,49 @@ def test_decode_matches_forward(kernel, orch):
         for i in range(10):
             step, state = m.decode_step(idx[:, i], state)
             torch.testing.assert_close(step, full[:, i])
+
+
+def test_decode_matches_forward_long_windows():
+    # windows past GLA's 16-position sub-chunks, and the hybrid's readout over the whole prefix
+    for kw in (dict(kernel='gla', windows=(20, 40)), dict(readout_block=True), dict(readout_block=True, kernel='conv')):
+        m = build(tiny(Ts=1, **kw))
+        idx = torch.randint(50, (2, 45))
+        full, _ = m(idx)
+        state = m.decode_init(2, 'cpu')
+        for i in range(45):
+            step, state = m.decode_step(idx[:, i], state)
+            torch.testing.assert_close(step, full[:, i], msg=lambda e: f'{kw} position {i}: {e}')
+
+
+def test_conv_is_dense_dwconv_is_per_channel():
+    # 'conv' (the 29.0M count): every output channel reads every input channel over the last
+    # w positions; 'dwconv' (Sec. A.3's words): channel c reads only channel c
+    for kernel, dense in (('conv', True), ('dwconv', False)):
+        torch.manual_seed(0)
+        p = Perceive(tiny(kernel=kernel), 3)
+        x = torch.randn(1, 8, 32, requires_grad=True)
+        g, = torch.autograd.grad(p(x)[0, 5, 0], x)
+        assert torch.equal(g[0].abs().sum(1) > 0, torch.arange(8).ge(3) & torch.arange(8).le(5))
+        assert (g[0, 3:6, 1:].abs().sum() > 0) == dense
+
+
+def test_hybrid_readout_is_a_causal_global_block():
+    m = build(tiny(windows=(2,), orchestration='single', Ts=1, readout_block=True))
+    idx = torch.randint(50, (1, 24))
+    for p in (9, 23):
+        assert not changed_positions(m, idx, p)[:p].any()
+    # the body alone sees 2 tokens; the readout block sees the whole prefix
+    assert influence(m, idx, 20).nonzero().flatten().tolist() == list(range(21))
+    h = m.embed(idx)
+    h = m.cells[0](h, m.step_embedding(0, 0, 1, 'cpu'))
+    r, (B, T, C), H = m.readout, h.shape, 4
+    q, k, v = r.c_attn(r.ln_1(h)).split(C, -1)
+    q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
+    att = (q @ k.transpose(-1, -2) / math.sqrt(C // H)).masked_fill(torch.ones(T, T).triu(1).bool(), float('-inf'))
+    h = h + r.attn_proj((att.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C))
+    h = h + r.c_proj(F.gelu(r.c_fc(r.ln_2(h))))
+    torch.testing.assert_close(m(idx)[0], m.lm_head(m.ln_f(h)))
+    assert torch.equal(m.step_logits(idx)[-1], m(idx)[0])
 
 
 def test_meta_device_and_config_errors():
