@@ -12,10 +12,13 @@ FON: a draft-revise dual-organ language model without sequence-level quadratic a
       (keys and values are token embeddings); h <- h + gate * (ripple + gamma * addr), gate = 0.02.
 
 Choices where the paper is vague (each fits its sizes, Table 2, and its stated properties):
-- Two vocab matrices. The paper says the head is shared, but 30.52M (FON-PC-T1), 30.99M (TF),
-  28.89M (Mamba2) at d 256, V 50304 only fit embedding + a separate head: its mixed-stack FLOPs
-  (9.58M = total 35.34M - 2Vd) leave ~4.8M parameters for the stack, and 30.52M - 4.8M = 2 V d.
-  So tie_weights=False; num_params counts what exists: 30,315,812 (-0.67%).
+- The embedding and the output head are one matrix (Methods: "Embedding and output head shared
+  (V=50304)"; Fig. 2b: "tied to the embedding"), tie_weights=True. Two counts then exist:
+  num_params() counts the tied matrix once, 17,437,988 at d 256; state_dict() holds it under both
+  names, 30,315,812. The second is the convention of the paper's Table 2 (30.52M, -0.67%): its
+  mixed-stack FLOPs (9.58M = total 35.34M - 2Vd) leave ~4.8M parameters for the stack, so 30.52M
+  must contain V d twice. The baselines' configs tie too, and their Table 2 counts (TF 30.99M,
+  Mamba2 28.89M) are likewise state_dict sums.
 - B(x) x = (W_B x) * (W_u x) and C(x) S = W_o((W_C x) * S): content-dependent diagonal input and
   readout maps on a state of width D = 2d ("vector readout", Mamba-like linear B, C). D = 2d is the
   width that brings a layer to ~1.06M parameters, what the counts and FLOPs leave per layer.
@@ -24,11 +27,22 @@ Choices where the paper is vague (each fits its sizes, Table 2, and its stated p
   T x T matrix A for every channel, A[p, p - k] = sum_m lambda_m(x[p]) w_m(k): solved exactly and
   in parallel with one triangular solve per chunk of c = max_delay + 1 positions (a chunk only
   reads itself and the chunk before), so training costs O(T c D), no loop over positions.
-- Learnable delays: d_m is a real number, clamped to [1, max_delay]; S[p - d_m] interpolates
-  linearly between the integer shifts floor(d_m) and floor(d_m) + 1, so the loss is differentiable
-  in d_m (also at integers: the slope is S[p - k - 1] - S[p - k]). Init 2^(m/2): 1 .. 181, sparse
-  and long range. rho is initialised so that sum_m lambda_m = 0.9 < 1 (a contraction: S stays
+- Learnable delays: d_m is a real number in (1, max_delay); S[p - d_m] interpolates linearly
+  between the integer shifts floor(d_m) and floor(d_m) + 1, so the loss is differentiable in d_m
+  (also at integers: the slope is S[p - k - 1] - S[p - k]). Init 2^(m/2) = 1.41, 2, ..., 181 and
+  tap 0 at 2^(1/4) (the map below never reaches 1): sparse and long range; a geometric grid up to
+  3/4 of max_delay when 181 does not fit. The delays are learned in log space through a sigmoid,
+  d_m = max_delay^sigmoid(z_m): nothing is clamped, so a delay near either end of its range still
+  gets gradient, and a step in z_m moves log d_m by up to ln(max_delay)/4 times that step,
+  whatever the delay's size. Raw delays under AdamW at lr 3e-4 move at most lr per step, about 3
+  positions over the recipe's 20k steps of a 1..181 range; so z_m also has its own learning rate,
+  delay_lr_scale (10) times the others (optim_groups), and train_stats logs how far the delays
+  moved (delay_shift: mean |log2 d_m / d_m(init)|, octaves). rho is initialised so that sum_m lambda_m = 0.9 < 1 (a contraction: S stays
   bounded at any length, the premise of the 256 -> 2048 extrapolation claim); W_lambda = 0.
+- max_delay is the configured upper end of the delays' range (also the chunk length - 1, and the
+  decode ring holds max_delay + 1 states); delay_max in the training log is the largest learned
+  delay at that moment, always below max_delay (cpu_fon.py: max_delay 127, so its taps start at
+  1.19 .. 95 rather than up to 181).
 - Local position kernel: a learnable causal depthwise kernel over the last pos_kernel (8) input
   embeddings, h0 = e + sum_k P[k] * e[p - k], zero-initialised; pos_kernel=0 is the "pos0" ablation.
 - Conv_s = a temporal kernel of width s shared by the channels, after a d x d channel map
@@ -82,7 +96,8 @@ class FONConfig:
     lambda_sum_init: float = 0.9   # sum_m lambda_m at initialisation
     bias: bool = True
     dropout: float = 0.0
-    tie_weights: bool = False
+    tie_weights: bool = True       # Methods: "Embedding and output head shared"
+    delay_lr_scale: float = 10.0   # the delay logits' learning rate / the others'
 
     def __post_init__(self):
         self.d_ff = self.d_ff or 4 * self.n_embd
@@ -141,9 +156,18 @@ def pad_chunks(x, nc, c):
     return x.view(B, nc, c, x.shape[-1])
 
 
+def init_delays(n, max_delay):
+    """d_m = 2^(m/2) for m >= 1 and 2^(1/4) for tap 0: a geometric grid from 1 up to 2^((n-1)/2)
+    (181 for n = 16), or up to 3/4 of max_delay when that is smaller."""
+    top = max(1.0, min(2 ** ((n - 1) / 2), 0.75 * max_delay))
+    m = torch.arange(n, dtype=torch.float32)
+    m[0] = 0.5
+    return top ** (m / max(n - 1, 1))
+
+
 class DelayMixer(nn.Module):
     """The drafting organ's mixing operator: S[p] = sum_m lambda_m(x[p]) S[p - d_m] + B(x[p]) x[p],
-    y[p] = C(x[p]) S[p]."""
+    y[p] = C(x[p]) S[p]. The delays are d_m = max_delay^sigmoid(z_m), in (1, max_delay)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -151,14 +175,24 @@ class DelayMixer(nn.Module):
         self.c = cfg.max_delay + 1
         self.in_proj = nn.Linear(d, 3 * D, bias=cfg.bias)          # W_u, W_B, W_C
         self.lam = nn.Linear(d, n)                                 # W_lambda (zero init), bias = rho
-        self.delays = nn.Parameter(torch.empty(n))
+        self.delay_logit = nn.Parameter(torch.empty(n))            # z_m
         self.out_proj = nn.Linear(D, d, bias=cfg.bias)
         self.lambda_sum_init = cfg.lambda_sum_init
 
+    @property
+    def delays(self):
+        return float(self.c - 1) ** torch.sigmoid(self.delay_logit)
+
+    @torch.no_grad()
+    def set_delays(self, d):
+        """z_m for given delays d_m in (1, max_delay) (with max_delay 1 every delay is 1)."""
+        s = d.log() / math.log(self.c - 1) if self.c > 2 else torch.full_like(d, 0.5)
+        self.delay_logit.copy_(torch.logit(s.clamp(1e-6, 1 - 1e-6)))
+
     def init_special(self):
-        n = self.delays.numel()
+        n = self.delay_logit.numel()
+        self.set_delays(init_delays(n, self.c - 1))
         with torch.no_grad():
-            self.delays.copy_(2.0 ** (torch.arange(n, dtype=torch.float32) / 2))
             lam0 = self.lambda_sum_init / n                        # exp(-softplus(rho)) = lam0
             self.lam.weight.zero_()
             self.lam.bias.fill_(math.log(math.expm1(-math.log(lam0))))
@@ -360,13 +394,39 @@ class FON(nn.Module):
                 nn.init.zeros_(module.bias)
 
     def num_params(self):
+        """Every parameter once (the tied embedding/head once); the paper's Table 2 counts the
+        tied matrix twice, sum(t.numel() for t in state_dict().values()) (see the docstring)."""
         return sum(p.numel() for p in self.parameters())
+
+    def optim_groups(self, weight_decay):
+        """train.py's split (matrices decay, the rest not; the hidden matrices go to Muon when
+        optimizer='muon'), and the delay logits z_m apart at delay_lr_scale x the learning rate."""
+        delays = [layer.mix.delay_logit for layer in self.layers]
+        embed = {id(self.wte.weight), id(self.lm_head.weight)}
+        muon = [m.weight for m in self.modules() if isinstance(m, nn.Linear) and id(m.weight) not in embed]
+        seen = {id(p) for p in delays + muon}
+        rest = [p for p in self.parameters() if id(p) not in seen]
+        return [{'params': muon, 'weight_decay': weight_decay, 'optimizer': 'muon'},
+                {'params': [p for p in rest if p.ndim >= 2], 'weight_decay': weight_decay},
+                {'params': [p for p in rest if p.ndim < 2], 'weight_decay': 0.0},
+                {'params': delays, 'weight_decay': 0.0, 'lr_scale': self.config.delay_lr_scale}]
 
     def flops_per_token(self, seq_len):
         """6 x matmul parameters per token (drafting trunk r times, the ripple matmuls where they
         run, the head) + the sequence mixing as implemented: the chunk solve about c/2 D
         multiply-adds per token (+ c D for the previous chunk when T > c), building its matrix
-        n c, the ripple kernels n_w 2 s_max d per ripple layer. Hole streams are not counted."""
+        n c, the ripple kernels n_w 2 s_max d per ripple layer. Hole streams are not counted.
+
+        The paper's ledger (Table 2, 4) counts the forward pass only, 2 FLOPs per multiply-add, the
+        head once (2Vd = 25.76M) and attention as 4 T d per layer: the Transformer's count here / 3
+        is 33.10M, its 33.07M. For FON it gives 35.34M (T1, 1.07x) and 44.64M (T2, 1.35x), where
+        this count / 3 is 37.36M (1.13x) and 48.96M (1.48x). Its four FON rows imply per trunk
+        application about 2.01M for a drafting layer (OD-T1, AR-T2) and 0.35-0.39M for the revision
+        organ (PC minus OD/AR); this count has 2.24M (the layer's matmuls, 2.11M, plus the chunked
+        delay solve, 0.14M, which the paper's figure leaves no room for) and 0.66M (both ripple
+        layers' two d x d maps, 0.52M, plus their temporal kernels, 0.13M): about 0.5M more per
+        application, 4 x 0.5 of the 2.02M gap at T1 and 8 x 0.5 of the 4.32M gap at T2. Its
+        mixed-stack convention (1.31x / 2.58x) is the same count without the 2Vd head."""
         cfg = self.config
         c = min(cfg.max_delay + 1, seq_len)
         D = cfg.expand * cfg.n_embd
@@ -381,12 +441,16 @@ class FON(nn.Module):
 
     @torch.no_grad()
     def train_stats(self):
-        """max over layers of sum_m lambda_m at x = 0 (> 1 would let S grow), the mean |gate|,
-        the delay range."""
+        """max over layers of sum_m lambda_m at x = 0 (> 1 would let S grow), the mean |gate|, the
+        learned delays' range (delay_max < max_delay, the range's end) and how far they moved from
+        their init, in octaves: delay_shift = mean |log2 d_m / d_m(init)|, delay_shift_max."""
         lam_sum = torch.stack([torch.exp(-F.softplus(l.mix.lam.bias)).sum() for l in self.layers])
-        delays = torch.cat([l.mix.delays for l in self.layers]).clamp(1, self.config.max_delay)  # as used
+        delays = torch.cat([l.mix.delays for l in self.layers])
+        d0 = init_delays(self.config.n_taps, self.config.max_delay).to(delays.device).repeat(len(self.layers))
+        shift = (delays / d0).log2().abs()
         return {'lambda_sum0': lam_sum.max().item(), 'gate': self.revision.gate.abs().mean().item(),
-                'delay_min': delays.min().item(), 'delay_max': delays.max().item()}
+                'delay_min': delays.min().item(), 'delay_max': delays.max().item(),
+                'delay_shift': shift.mean().item(), 'delay_shift_max': shift.max().item()}
 
     def _embed(self, idx):
         e = self.wte(idx)

@@ -1,4 +1,5 @@
-# FON-PC-T1, the paper's main model (Table 2: 30.52M; here 30,315,812, -0.67%): d 256, L 4,
+# FON-PC-T1, the paper's main model (Table 2: 30.52M; here 30,315,812, -0.67%, the tied embedding
+# and head counted twice as the paper does; num_params() counts it once: 17,437,988): d 256, L 4,
 # persistent coupling, one pass of the drafting trunk. The other fon_d*.py are this file with
 # only what they change; fon_*_ft.py add the hole fine-tuning of config/recipe/fon_holes.py.
 #   python train.py config/fon_d256_t1.py; then config/fon_d256_t1_ft.py for the holes

@@ -28,7 +28,7 @@ def model(seed=0, **kw):
     with torch.no_grad():
         for layer in m.layers:
             layer.mix.lam.weight.normal_(0, 0.3)
-            layer.mix.delays.copy_(torch.tensor([1.0, 2.5, 3.7, 6.2]))
+            layer.mix.set_delays(torch.tensor([1.2, 2.5, 3.7, 6.2]))
         m.revision.gate.fill_(0.5)                  # make the revision visible in the outputs
     return m.eval()
 
@@ -153,12 +153,56 @@ def test_gradients_reach_delays_and_lambda():
     loss.backward()
     for layer in m.layers:
         assert layer.mix.lam.weight.abs().sum() == 0
-        assert (layer.mix.delays.grad != 0).all()
+        assert (layer.mix.delay_logit.grad != 0).all()
         assert layer.mix.lam.weight.grad.abs().sum() > 0      # W_lambda
         assert (layer.mix.lam.bias.grad != 0).all()            # rho
     rev = m.revision
     assert rev.gate.grad.abs().sum() > 0 and rev.addr_out.weight.grad.abs().sum() > 0
     assert all(k.grad.abs().sum() > 0 for r in rev.ripples for k in r.kernels)
+
+
+def test_delays_keep_gradient_at_both_ends_of_their_range():
+    """d_m = max_delay^sigmoid(z_m): no clamp, so a delay next to 1 or to max_delay still learns."""
+    m = model()
+    mix = m.layers[0].mix
+    mix.set_delays(torch.tensor([1.0001, 2.5, 3.7, 6.9999]))            # max_delay 7
+    d = mix.delays
+    assert 1 < d.min() < 1.001 and 6.999 < d.max() < 7
+    torch.testing.assert_close(d[1:3], torch.tensor([2.5, 3.7]))
+    y, _ = mix(torch.randn(2, 20, 16))
+    y.square().sum().backward()
+    assert (mix.delay_logit.grad != 0).all()
+
+
+def test_delay_logits_get_their_own_learning_rate():
+    """optim_groups: every parameter once; the delay logits at delay_lr_scale x lr. One AdamW step
+    moves each parameter by its lr (the first Adam step is lr * sign(grad), with an eps far below
+    the first layer's tiny gradients)."""
+    import train
+    m = model(delay_lr_scale=10.0).train()
+    groups = m.optim_groups(0.1)
+    ids = [id(p) for g in groups for p in g['params']]
+    assert sorted(ids) == sorted(id(p) for p in m.parameters())
+    delay_group = [g for g in groups if 'lr_scale' in g]
+    assert len(delay_group) == 1 and delay_group[0]['lr_scale'] == 10.0
+    assert {id(p) for p in delay_group[0]['params']} == {id(l.mix.delay_logit) for l in m.layers}
+    assert FON(tiny()).train_stats()['delay_shift'] < 1e-5             # at init
+    cfg = {'learning_rate': 1e-3, 'weight_decay': 0.0, 'warmup_iters': 0, 'schedule': 'constant', 'max_iters': 10,
+           'eps': 1e-30}
+    opts = train.make_optimizers(m, cfg, 'cpu')
+    train.set_schedule(opts, 0, {**train.DEFAULTS, **cfg})
+    z0, rho0 = m.layers[0].mix.delay_logit.detach().clone(), m.layers[0].mix.lam.bias.detach().clone()
+    x, holes = holed_batch()
+    _, loss = m(x.masked_fill(holes, MASK), torch.randint(0, MASK, x.shape), holes=holes)
+    loss.backward()
+    for o in opts:
+        o.step()
+    torch.testing.assert_close((m.layers[0].mix.delay_logit - z0).abs(), torch.full((4,), 1e-2), rtol=1e-3, atol=0)
+    torch.testing.assert_close((m.layers[0].mix.lam.bias - rho0).abs(), torch.full((4,), 1e-3), rtol=1e-3, atol=0)
+    fresh = FON(tiny())
+    for layer in fresh.layers:
+        layer.mix.set_delays(layer.mix.delays.detach() * 2 ** 0.5)         # every delay half an octave up
+    torch.testing.assert_close(fresh.train_stats()['delay_shift'], 0.5, rtol=1e-4, atol=0)
 
 
 @pytest.mark.parametrize('coupling,num_recur', [('PC', 1), ('PC', 2), ('AR', 1), ('OD', 2)])
@@ -202,10 +246,15 @@ def fields(cls, path):
     ('fon_d256_t1', 30.52e6, 0.01), ('fon_d256_t2', 30.52e6, 0.01),
     ('fon_d256_ar_t2', 30.73e6, 0.014), ('fon_d256_od_t1', 30.73e6, 0.014)])
 def test_fon_paper_counts(name, paper, tol):
+    """The head is the embedding (Methods: "shared"). num_params counts it once; the paper's
+    Table 2 numbers are the state_dict sums, the tied matrix counted under both of its names."""
     with torch.device('meta'):
         m = FON(FONConfig(**fields(FONConfig, os.path.join(ROOT, 'config', f'{name}.py'))))
-    assert m.num_params() == 30_315_812
-    assert abs(m.num_params() / paper - 1) < tol
+    assert m.lm_head.weight is m.wte.weight
+    table = sum(t.numel() for t in m.state_dict().values())
+    assert table == 30_315_812 and abs(table / paper - 1) < tol
+    assert m.num_params() == table - 50304 * 256 == 17_437_988
+    assert abs(m.num_params() / paper - 1) > 0.4           # counted once, nowhere near the table
     assert sum(p.numel() for p in m.revision.parameters()) == 330_404    # paper: 0.332M
 
 
@@ -213,11 +262,12 @@ def test_fon_paper_counts(name, paper, tol):
                                         ('fon_tf_l8', 34_171_392), ('fon_tf_l10', 35_750_912),
                                         ('fon_tf_looped_r2_l6', 32_591_872)])
 def test_transformer_baseline_counts(name, count):
-    """Table 2: TF 30.99M, TF-Looped r2 31.01M, L8 34.17M, L10 35.75M, Looped r2 L6 32.59M."""
+    """Table 2: TF 30.99M, TF-Looped r2 31.01M, L8 34.17M, L10 35.75M, Looped r2 L6 32.59M, tied
+    heads counted as the paper counts FON's (state_dict sum)."""
     from baselines import GPT, GPTConfig
     with torch.device('meta'):
         m = GPT(GPTConfig(**fields(GPTConfig, os.path.join(ROOT, 'config', f'{name}.py'))))
-    assert m.num_params() == count
+    assert m.config.tie_weights and sum(t.numel() for t in m.state_dict().values()) == count
 
 
 def block_batch(B, T, V, g):
