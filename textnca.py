@@ -21,6 +21,17 @@ Choices where the paper is vague (and why):
 - Biases in every Linear, LayerNorm with bias, GELU in the FFN, nanoGPT init (normal 0.02):
   with biases the flagship is 30,830,592 parameters (paper 30.8M / 30.84M in Table 7; without
   biases it would be 30.81M).
+- h_0 = sqrt(d) (TokenEmbed + PosEmbed), and the step embeddings enter at the same sqrt(d) scale
+  (Vaswani et al. Sec. 3.4 scale tied embeddings so). The paper gives no init; with nanoGPT's
+  0.02 tables unscaled, the model sat at the unigram loss (tiny Shakespeare, 3.3 nats per char)
+  for ~200 steps, and at d 128 / windows (8, 32, 128) / Ts 4 for all of 200: at init the GRU
+  halves the state every step (z = sigmoid(0) = 1/2, the tanh candidate of a 0.03-scale state is
+  ~0), so h_12 is 1/4000 of h_0, Perceive's output is ~1e-3 and the LN after it divides by that:
+  the attention output bias took 88% of the gradient norm, and a few Adam steps of it (and of
+  the GRU's W_h bias) outweighed every position-dependent signal. At sqrt(d) scale h_0 sits in
+  the range of the tanh candidate, the largest gradient group falls to 31% (total norm 17.5 ->
+  5.6, a 6-layer GPT's is 5.5), and the model leaves the unigram loss within 100 steps
+  (README, TextNCA: the curves).
 - One LN per cell, between Perceive and FFN, exactly as Eq. 2 reads (no pre-norm on h + s).
 - orchestration: 'staged' = K stages of Ts iterations (Sec. 3.2); 'single' = the same with
   K = 1 (TextNCA-L1: windows=(32,), Ts=12); 'stacked' = the same with N equal windows
@@ -35,8 +46,10 @@ Choices where the paper is vague (and why):
   extra iterations (the paper's Fig. 17 sweep needs some value there; it then shows the
   model degrading, as the paper reports). Ts' < Ts uses the first Ts' rows of each stage.
   With stochastic_Ts the table holds max(stochastic_Ts) rows per stage.
-- Sinusoidal step embeddings: the Vaswani et al. sinusoid (unit amplitude, base 10000) of the
-  global step number n = (k-1)Ts + t - 1 with the Ts in effect; it extends to any Ts.
+- Sinusoidal step embeddings: the Vaswani et al. sinusoid (base 10000) of the global step number
+  n = (k-1)Ts + t - 1 with the Ts in effect; it extends to any Ts. Its amplitude is set so that
+  its rms equals a fresh learned row's (0.02, then x sqrt(d)): at unit amplitude it would be 25x
+  the token state at init and drown it (Table 6/9 compare the two kinds at one scale).
 - kernel 'linear': phi(x) = [1, x, x (x) x / sqrt 2] gives phi(q).phi(k) = 1 + s + s^2 / 2 with
   s = q.k / sqrt(d_h) (the 1/sqrt(d_h) scale as in softmax). Inside a window of w keys the
   exact value of sum_j phi(q_i).phi(k_j) v_j / sum_j phi(q_i).phi(k_j) is cheaper computed as
@@ -74,6 +87,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+
+INIT_STD = 0.02   # nanoGPT's normal init for every Linear and Embedding
 
 
 @dataclass
@@ -382,12 +397,13 @@ class TextNCA(nn.Module):
         self.lm_head.weight = self.wte.weight
         self.apply(self._init_weights)
         if self.steps is not None:
-            nn.init.normal_(self.steps, std=0.02)
+            nn.init.normal_(self.steps, std=INIT_STD)
+        self.emb_scale = math.sqrt(d)   # h_0 at the scale of the GRU's tanh candidate (see the docstring)
         self.last_Ts = cfg.Ts
 
     def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
             if getattr(module, 'bias', None) is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, Perceive) and module.kernel == 'gla':
@@ -420,10 +436,11 @@ class TextNCA(nn.Module):
         if cfg.step_embed == 'none':
             return None
         if cfg.step_embed == 'learned':  # row (k-1)Ts + t; beyond the table: the stage's last row
-            return self.steps[k * cfg.table_Ts + min(t, cfg.table_Ts - 1)]
+            return self.steps[k * cfg.table_Ts + min(t, cfg.table_Ts - 1)] * self.emb_scale
         n, d = k * Ts + t, cfg.n_embd
         inv_freq = torch.exp(torch.arange(0, d, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / d))
-        return torch.stack([torch.sin(n * inv_freq), torch.cos(n * inv_freq)], -1).view(d)
+        sinusoid = torch.stack([torch.sin(n * inv_freq), torch.cos(n * inv_freq)], -1).view(d)
+        return sinusoid * (INIT_STD * math.sqrt(2) * self.emb_scale)   # the rms of a fresh embedding row
 
     def choose_Ts(self, Ts):
         cfg = self.config
@@ -441,7 +458,7 @@ class TextNCA(nn.Module):
         T = idx.shape[1]
         if pos0 + T > self.config.block_size:
             raise ValueError(f"sequence of length {pos0 + T} is longer than block_size {self.config.block_size}")
-        return self.wte(idx) + self.wpe(torch.arange(pos0, pos0 + T, device=idx.device))
+        return (self.wte(idx) + self.wpe(torch.arange(pos0, pos0 + T, device=idx.device))) * self.emb_scale
 
     def nca_steps(self, idx, Ts=None, want_gates=False):
         """Yields (k, t, h after the step, gates) for every NCA step."""
@@ -471,7 +488,7 @@ class TextNCA(nn.Module):
         logits = self.head(h)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
     def train_stats(self):
@@ -498,7 +515,7 @@ class TextNCA(nn.Module):
         NCA step, as step_logits but one step at a time: a (1 + steps,) float tensor."""
         def ce(h):
             logits = self.head(h)
-            return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         losses = [ce(self.embed(idx))]
         for _, _, h, _ in self.nca_steps(idx, Ts):
             losses.append(ce(h))
