@@ -6,8 +6,9 @@ Generate or infill text with a trained model.
     python sample.py --out_dir=out --infill=True --start="The [MASK] sat on the mat."
 
 Any --key=value that is not a key below is a knob of the model's forward (Parcae num_recur,
-TextNCA Ts, ...). Models with an incremental decode path (KV cache, FON's recurrent state) decode
-token by token through it. Infilling: a model whose forward takes `holes` (FON) fills every MASK
+TextNCA Ts, ...). Models with an incremental decode path (KV cache, FON's and Mamba2's O(1)
+recurrent state) decode every token through it, at any length; a model with a learned position
+table (GPT pos='learned', TextNCA) crops to the table's rows past it and says so once. Infilling: a model whose forward takes `holes` (FON) fills every MASK
 marker through its revision organ, one token per marker; any other (causal) model fills the span
 between prefix and suffix by ranking candidate spans on the likelihood of prefix + span + suffix
 (candidates from --candidates="a|b|c", else --num_candidates spans sampled after the prefix).
@@ -55,25 +56,42 @@ def accepts(fn, knobs):
     return {k: v for k, v in knobs.items() if k in names}
 
 
+def position_rows(model):
+    """Rows of the model's learned position table (a module named wpe), None when it has none."""
+    for name, m in model.named_modules():
+        if name.rsplit('.', 1)[-1] == 'wpe' and isinstance(m, torch.nn.Embedding):
+            return m.num_embeddings
+    return None
+
+
 @torch.no_grad()
 def generate(model, idx, n, temperature, top_k, g, knobs):
-    """idx (B, T) -> (B, T + n). Through decode_step when the model has one (and, with learned
-    positions, the text fits the table), else full forwards over the last block_size tokens."""
-    bs = model.config.block_size
-    fits = idx.size(1) + n <= bs or getattr(model.config, 'pos', 'learned') != 'learned'
-    if hasattr(model, 'decode_step') and fits:
+    """idx (B, T) -> (B, T + n). Every token goes through decode_step (FON's and Mamba2's O(1)
+    state, KV caches) whenever the model has one and no learned position table to outgrow; a
+    model with a table decodes while the text fits it, and past it says once that it crops to the
+    table's last rows, one full forward per token."""
+    if knobs.get('causal') is False:
+        raise ConfigError("causal=False is a non-generative (bidirectional) reading; generation is causal")
+    rows = position_rows(model)
+    if hasattr(model, 'decode_step') and (rows is None or idx.size(1) + n <= rows):
         state = model.decode_init(idx.size(0), idx.device, **accepts(model.decode_init, knobs))
         step_knobs = accepts(model.decode_step, knobs)
         for t in range(idx.size(1)):
             logits, state = model.decode_step(idx[:, t], state, **step_knobs)
         out = [idx]
-        for _ in range(n):
+        for i in range(n):
             nxt = sample_logits(logits, temperature, top_k, g)
             out.append(nxt[:, None])
-            logits, state = model.decode_step(nxt, state, **step_knobs)
+            if i < n - 1:
+                logits, state = model.decode_step(nxt, state, **step_knobs)
         return torch.cat(out, dim=1)
+    crop = rows or model.config.block_size
+    if idx.size(1) + n > crop:
+        why = f"its learned position table has {rows} rows" if rows else "it has no incremental decode path"
+        print(f"note: {type(model).__name__} sees only the last {crop} tokens of a longer text ({why}); "
+              f"one full forward per token", file=sys.stderr)
     for _ in range(n):
-        logits, _ = model(idx[:, -bs:], **knobs)
+        logits, _ = model(idx[:, -crop:], **knobs)
         idx = torch.cat([idx, sample_logits(logits[:, -1], temperature, top_k, g)[:, None]], dim=1)
     return idx
 
