@@ -25,6 +25,8 @@ GPT is nanoGPT's GPT-2 by default (learned positions, LayerNorm, GELU, biases, t
                  entries of the same scale), value embeddings stay at nn.Embedding's N(0, 1),
                  ve_gate at nn.Linear's default uniform, and its ReLU^2 is 0.5 relu(x)^2. This
                  file follows the paper in all four.
+forward(idx, targets, causal=False) reads the same weights with full attention, a bidirectional
+non-generative encoder (FON's Table 8 control; global-attention layers only).
 """
 import math
 from dataclasses import dataclass
@@ -155,9 +157,10 @@ class CausalSelfAttention(nn.Module):
         if cfg.pos == 'alibi':
             self.register_buffer('slopes', alibi_slopes(cfg.n_head), persistent=False)
 
-    def forward(self, x, ve=None, pos0=0, cache=None):
+    def forward(self, x, ve=None, pos0=0, cache=None, causal=True):
         """x: (B, T, C) at absolute positions pos0..pos0+T-1. cache: None, or a dict holding
-        this layer's past k, v (incremental decoding); it is extended in place."""
+        this layer's past k, v (incremental decoding); it is extended in place. causal=False:
+        every query sees every key (a bidirectional encoder reading, FON's Table 8 control)."""
         B, T, C = x.shape
         if self.cfg.fused_qkv:
             q, k, v = self.c_attn(x).split([self.n_head * self.hd, self.n_kv * self.hd, self.n_kv * self.hd], dim=2)
@@ -182,6 +185,14 @@ class CausalSelfAttention(nn.Module):
         p = self.cfg.dropout if self.training else 0.0
         if cache is not None:
             y = self.attend_cached(q, k, v, pos0, cache, slopes)
+        elif not causal:
+            if self.window:
+                raise ValueError("causal=False needs global attention layers (windows are causal)")
+            bias = None
+            if slopes is not None:   # ALiBi by distance either way
+                dist = torch.arange(T, device=x.device)[:, None] - torch.arange(T, device=x.device)[None, :]
+                bias = (-slopes[:, None, None] * dist.abs()).to(q.dtype)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
         elif 0 < self.window < T:
             y = local_attention(q, k, v, self.window, slopes, p)
         elif slopes is not None:
@@ -240,8 +251,8 @@ class Block(nn.Module):
         self.ln_2 = make_norm(cfg, cfg.n_embd)
         self.mlp = MLP(cfg)
 
-    def forward(self, x, ve=None, pos0=0, cache=None):
-        x = x + self.attn(self.ln_1(x), ve, pos0, cache)
+    def forward(self, x, ve=None, pos0=0, cache=None, causal=True):
+        x = x + self.attn(self.ln_1(x), ve, pos0, cache, causal)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -326,12 +337,12 @@ class GPT(nn.Module):
             x = x + self.transformer.wpe(torch.arange(pos0, pos0 + T, device=idx.device))
         return self.transformer.drop(x)
 
-    def _blocks(self, x, idx, pos0=0, caches=None):
+    def _blocks(self, x, idx, pos0=0, caches=None, causal=True):
         ves = {i: emb(idx) for i, emb in ((int(k), e) for k, e in self.value_embeds.items())}
         for r in range(self.config.n_loop):
             for i, block in enumerate(self.transformer.h):
                 cache = None if caches is None else caches[r * self.config.n_layer + i]
-                x = block(x, ves.get(i), pos0, cache)
+                x = block(x, ves.get(i), pos0, cache, causal)
         return x
 
     def _head(self, x):
@@ -340,8 +351,10 @@ class GPT(nn.Module):
             logits = self.config.logit_softcap * torch.tanh(logits / self.config.logit_softcap)
         return logits
 
-    def forward(self, idx, targets=None):
-        logits = self._head(self._blocks(self._embed(idx, 0), idx))
+    def forward(self, idx, targets=None, causal=True):
+        """causal=False reads the sequence with full attention: a non-generative bidirectional
+        encoder of the same weights (FON Table 8's 'Transformer (bidirectional)' control)."""
+        logits = self._head(self._blocks(self._embed(idx, 0), idx, causal=causal))
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)

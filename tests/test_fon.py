@@ -339,3 +339,23 @@ def test_ddp_two_gloo_processes(char_data, tmp_path):
                    '--eval_interval=3', '--eval_iters=1', '--compile=False', '--gradient_accumulation_steps=2',
                    module=True, timeout=300)
     assert 'world 2' in p.stdout
+
+
+@pytest.mark.parametrize('pos', ['learned', 'rope', 'alibi'])
+def test_gpt_bidirectional_reading_of_the_same_weights(pos):
+    """Table 8's controls: one Transformer checkpoint read causally and as a bidirectional encoder
+    (causal=False). In one layer the last position sees the whole sequence either way; earlier
+    ones see the right side only when bidirectional."""
+    from baselines import GPT, GPTConfig
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(block_size=16, vocab_size=20, n_layer=1, n_head=2, n_embd=16, pos=pos)).eval()
+    x = torch.randint(0, 20, (2, 12))
+    x2 = x.clone()
+    x2[:, 9] = (x2[:, 9] + 1) % 20
+    with torch.no_grad():
+        causal, bi = m(x)[0], m(x, causal=False)[0]
+        torch.testing.assert_close(bi[:, -1], causal[:, -1], atol=1e-5, rtol=1e-5)
+        assert torch.equal(m(x2)[0][:, :9], causal[:, :9])
+        assert not torch.allclose(m(x2, causal=False)[0][:, 4], bi[:, 4])
+    with pytest.raises(ValueError, match='global attention'):
+        GPT(GPTConfig(block_size=16, vocab_size=20, n_layer=1, n_head=2, n_embd=16, windows=4))(x, causal=False)
