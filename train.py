@@ -341,6 +341,9 @@ class Batches:
             self.synth = {s: os.path.join(sd, f'{s}.bin') for s in ('train', 'val')}
             if not os.path.isfile(self.synth['train']):
                 raise ConfigError(f"{self.synth['train']} not found: p_synth needs python prepare_data.py {cfg['synth_dataset']}")
+        # a synthetic stream's {split}_answers.bin marks its answer spans: the task-given holes
+        streams = list(self.paths.values()) + list((self.synth or {}).values())
+        self.marks = {p: p[:-4] + '_answers.bin' for p in streams if os.path.isfile(p[:-4] + '_answers.bin')}
         T = cfg['block_size']
         for s, p in self.paths.items():
             if len(np.memmap(p, dtype=np.uint16, mode='r')) <= T + 1:
@@ -352,10 +355,15 @@ class Batches:
         return g
 
     def windows(self, path, n, g):
+        """n random windows of block_size + 1 tokens and their answer marks (None: no marks file)."""
         data = np.memmap(path, dtype=np.uint16, mode='r')
         T = self.cfg['block_size']
         ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
-        return torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
+        xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
+        if path not in self.marks:
+            return xy, None
+        mark = np.memmap(self.marks[path], dtype=np.uint8, mode='r')
+        return xy, torch.from_numpy(np.stack([mark[i:i + T + 1] for i in ix])).bool()
 
     def blocks(self, path, n, step):
         """Non-overlapping blocks of block_size+1 tokens: one shuffle per pass, no replacement."""
@@ -377,29 +385,38 @@ class Batches:
         cfg, n = self.cfg, self.batch
         g = self.generator(split, it, micro)
         training = split == 'train' and it >= 0   # eval sets use negative iterations: plain LM batches
+        marks = None
         if cfg['sampler'] == 'blocks' and training:
             xy = self.blocks(self.paths[split], n, it * self.accum + micro)
         else:
-            xy = self.windows(self.paths[split], n, g)
+            xy, marks = self.windows(self.paths[split], n, g)
         if self.synth is not None and training:
             use = torch.rand(n, generator=g) < cfg['p_synth']
             if use.any():
-                xy[use] = self.windows(self.synth[split], int(use.sum()), g)
+                xy[use], synth_marks = self.windows(self.synth[split], int(use.sum()), g)
+                if synth_marks is not None:
+                    marks = torch.zeros_like(xy, dtype=torch.bool) if marks is None else marks
+                    marks[use] = synth_marks
         x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
         holes = None
         if cfg['p_fill'] > 0 and training:
-            x, y, holes = make_holes(x, y, cfg, self.mask, g)
+            x, y, holes = make_holes(x, y, cfg, self.mask, g, None if marks is None else marks[:, :-1])
         return x, y, holes
 
 
-def make_holes(x, y, cfg, mask, g):
-    """Hole fine-tuning (FON section 4): on a holed sequence, positions p % hole_stride == 0 become
+def make_holes(x, y, cfg, mask, g, answers=None):
+    """Hole fine-tuning (FON section 4), the paper's two kinds of holes on a holed sequence (p_fill):
+    task-given, every answer span of a synthetic task in it (answers (B, T) bool marks them), or,
+    in a sequence without answers, stride-8 self-holing: positions p % hole_stride == 0 become
     holes with probability p_hole. The hole's token never enters the input (mask id); the target
     at a hole is that token itself; every other target stays the next token."""
     B, T = x.shape
     holed = torch.rand(B, 1, generator=g) < cfg['p_fill']
     on_stride = (torch.arange(T) % cfg['hole_stride'] == 0)[None, :]
     holes = holed & on_stride & (torch.rand(B, T, generator=g) < cfg['p_hole'])
+    if answers is not None:
+        task = answers.any(1, keepdim=True)
+        holes = torch.where(task, holed & answers, holes)
     y = torch.where(holes, x, y)
     x = x.masked_fill(holes, mask)
     return x, y, holes
@@ -767,7 +784,10 @@ def main(argv):
     if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
         if master:
             import prepare_data
-            prepare_data.prepare('synthetic', out_dir=cfg['data_dir'])
+            try:
+                prepare_data.prepare('synthetic', out_dir=cfg['data_dir'])
+            except OSError as e:
+                fail(f"cannot write the synthetic data under data_dir {cfg['data_dir']}: {e.strerror or e}")
         if ddp:
             torch.distributed.barrier()
     try:

@@ -60,6 +60,7 @@ def cases(d):
         (['--mask_id=-1', '--p_fill=0.5'], 'mask_id must be None or a token id >= 0'),
         (['--compile=maybe'], "compile must be None or bool, got 'maybe'"),
         (['--out_dir='], "out_dir must name a folder"),
+        ([f'--data_dir={d}/afile/data', '--dataset=synthetic'], 'cannot write the synthetic data under data_dir'),
     ])]
     if not torch.cuda.is_available():
         train.append(('train.py', [data, *TINY, '--device=cuda'], "device 'cuda': this machine has no CUDA GPU"))
