@@ -8,6 +8,7 @@ out_dir/eval/) as JSON, and as a PNG where there is something to plot.
     python eval.py --out_dir=out --sweep=Ts=1,2,4,6,8     # TextNCA inference-time Ts
     python eval.py --out_dir=out --extrapolate=256,512,1024,2048
     python eval.py --out_dir=out --infill=True --battery=True
+    python eval.py --compare out-fon out-tf out-mamba2 --battery    # FON Table 8: fill mode, the controls
     python eval.py --out_dir=out --nca_steps=True --gates=True   # TextNCA Fig. 8 / Fig. 10
     python eval.py --compare out-gpt out-parcae out-fon   # Markdown table + loss curves
     python eval.py --compare out-fon out-tf --extrapolate=256,512,1024,2048   # extrapolation, one figure
@@ -29,10 +30,15 @@ squares, a grid over z with (L_inf, Z) solved linearly for each z, then a golden
 length); a model with learned positions cannot go past its table: NaN with a note. --infill:
 holes made with train.py's make_holes on the val eval set (every sequence holed, the
 checkpoint's hole_stride and p_hole); full-vocabulary argmax hit rate at the holes (holes= passed
-when forward takes it), against the same model's no-hole baseline (argmax at p-1 on the unholed
-input predicting token p); holes at position 0 are left out of both. --battery: the synthetic
-skill battery, causal (greedy generation after the prompt equals the answer) and fill (the
-answer's tokens set to the MASK id, argmax at those positions), exact match per task.
+when forward takes it), against two no-hole readings of the token p: the same model's argmax at
+p-1 on the un-holed input (it reads the other holes' true tokens), and the checkpoint without
+hole fine-tuning (--baseline_from, default the run's init_from) at p-1 on the holed input, the
+LM prior, the paper's baseline; holes at position 0 are left out of all three. --battery: the
+synthetic battery (prepare_data.TASKS: FON's Table 8 six and its five future-dependent tasks), in
+fill mode (the answer's tokens set to the MASK id, argmax at each; a GPT also with full attention,
+causal=False, the bidirectional non-generative control) and by greedy generation after the
+prompt, exact match per task against its chance. With --compare a b c: one table of every run's
+fill readings, Table 8's layout (FON, the Transformer causal and bidirectional, Mamba2).
 """
 import json
 import math
@@ -61,6 +67,7 @@ extrapolate = None       # 256,512,1024,2048 (lengths), or True for 1, 2, 4, 8 x
 infill = False
 battery = False
 battery_n = 100          # examples per task
+baseline_from = ''       # --infill: the checkpoint without hole fine-tuning ('': the run's init_from)
 nca_steps = False        # TextNCA: loss after every NCA step (model.step_losses)
 gates = False            # TextNCA: mean update/reset gates per step (model.gate_stats)
 compare = ''             # run folders (python eval.py --compare out-a out-b ...)
@@ -458,6 +465,20 @@ def run_extrapolate(ev):
     return res
 
 
+def pretrained_model(ev):
+    """(model, note): the checkpoint without hole fine-tuning, the paper's no-hole baseline:
+    --baseline_from, else the run's init_from when it names a folder with a ckpt.pt."""
+    path = ev.opt['baseline_from'] or ev.tcfg.get('init_from', '')
+    if path in ('', 'scratch', 'resume'):
+        return None, 'the run was not fine-tuned from another checkpoint (set --baseline_from)'
+    if not os.path.isfile(os.path.join(path, 'ckpt.pt')):
+        return None, f'no checkpoint at {path} (set --baseline_from)'
+    model, _ = train.load_checkpoint(path, ev.dev)
+    if ev.mask_id >= model.config.vocab_size:
+        return None, f'the model at {path} has no row for the MASK id {ev.mask_id}'
+    return model.eval(), path
+
+
 @torch.no_grad()
 def run_infill(ev):
     if ev.mask_id >= ev.vocab:
@@ -465,7 +486,8 @@ def run_infill(ev):
                           f"hole fine-tune it (train.py --p_fill=0.5) or train with a larger vocab_size")
     cfg = {**ev.tcfg, 'p_fill': 1.0}
     b = ev.batches(ev.opt['split'])
-    hit = base = n = 0
+    pre, pre_note = pretrained_model(ev)
+    hit = unholed = prior = n = 0
     hole_nll = 0.0
     for k in range(ev.tcfg['eval_iters']):
         x, y, _ = b.get(ev.opt['split'], -1 - k)
@@ -479,20 +501,32 @@ def run_infill(ev):
         logits = logits.float().cpu()
         hit += int((logits[holes].argmax(-1) == x[holes]).sum())
         hole_nll += F.cross_entropy(logits[holes], x[holes], reduction='sum').item()
-        clean_logits, _ = ev.forward(x)
         prev = torch.roll(holes, -1, dims=1)     # p-1 for every hole p
-        base += int((clean_logits.float().cpu()[prev].argmax(-1) == x[holes]).sum())
+        clean_logits, _ = ev.forward(x)
+        unholed += int((clean_logits.float().cpu()[prev].argmax(-1) == x[holes]).sum())
+        if pre is not None:
+            with ev.ctx:
+                pre_logits, _ = pre(xh.to(ev.dev), **{k: v for k, v in ev.knobs.items() if k != 'holes'})
+            prior += int((pre_logits.float().cpu()[prev].argmax(-1) == x[holes]).sum())
         n += int(holes.sum())
     if n == 0:
         raise ConfigError("no holes were drawn; raise --eval_iters")
-    res = {'model': ev.name, 'holes': n, 'infill_acc': hit / n, 'baseline_acc': base / n,
-           'hole_loss': hole_nll / n, 'holes_passed': ev.accepts_holes,
+    res = {'model': ev.name, 'holes': n, 'infill_acc': hit / n, 'hole_loss': hole_nll / n,
+           'unholed_prefix_acc': unholed / n, 'pretrained_prefix_acc': prior / n if pre is not None else None,
+           'pretrained': pre_note, 'holes_passed': ev.accepts_holes,
            'hole_stride': ev.tcfg['hole_stride'], 'p_hole': ev.tcfg['p_hole'],
-           'protocol': 'make_holes on the val eval set, every sequence holed; baseline: argmax at p-1 on the unholed input'}
-    print(f"infill: accuracy at {n} holes {100 * res['infill_acc']:.2f}% vs no-hole baseline "
-          f"{100 * res['baseline_acc']:.2f}% (hole loss {res['hole_loss']:.4f})")
+           'protocol': 'make_holes on the val eval set, every sequence holed; infill_acc: argmax at the hole; '
+                       'unholed_prefix_acc: the same model, argmax at p-1 on the un-holed input (it reads the '
+                       'other holes\' true tokens); pretrained_prefix_acc: the checkpoint without hole '
+                       'fine-tuning, argmax at p-1 on the holed input (the LM prior, the paper\'s no-hole baseline)'}
+    pre_txt = f"{100 * res['pretrained_prefix_acc']:.2f}%" if pre is not None else f"n/a ({pre_note})"
+    print(f"infill: accuracy at {n} holes {100 * res['infill_acc']:.2f}% (hole loss {res['hole_loss']:.4f}); "
+          f"same model from the un-holed prefix {100 * res['unholed_prefix_acc']:.2f}%; "
+          f"without hole fine-tuning, from the holed prefix {pre_txt}")
     fig, ax = axes(f"{ev.name}: infill accuracy at holes", 'prediction', 'argmax accuracy (%)')
-    ax.bar(['fill at hole', 'no-hole baseline'], [100 * res['infill_acc'], 100 * res['baseline_acc']], color=['C0', 'C7'])
+    names = ['fill at hole', 'un-holed prefix\n(same model)', 'holed prefix\n(no hole fine-tuning)']
+    ax.bar(names, [100 * res['infill_acc'], 100 * res['unholed_prefix_acc'],
+                   100 * res['pretrained_prefix_acc'] if pre is not None else 0], color=['C0', 'C7', 'C1'])
     ax.set_ylim(0, 100)
     res['series'] = save_figure(fig, ax, ev.outpath('infill.png'))
     write_json(ev.outpath('infill.json'), res)
@@ -500,80 +534,159 @@ def run_infill(ev):
 
 
 def battery_examples(ev, n):
-    """{task: [(prompt, answer)]}: the synthetic dataset's own val examples when the checkpoint was
-    trained on it (or mixed it in with p_synth), else fresh ones from the val seed."""
+    """(meta, {task: [(prompt, answer, suffix)]}): the synthetic dataset's own val examples when
+    the checkpoint was trained on it (or mixed it in with p_synth), else fresh ones from the val seed."""
     import prepare_data as pd
     meta = ev.meta
     if ev.tcfg.get('p_synth', 0) > 0:
         meta = train.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': ev.tcfg['synth_dataset']}) or meta
     if 'tasks' in meta and 'n_train' in meta:
+        if meta['tasks'] != list(pd.TASKS):
+            raise ConfigError(f"the synthetic data was prepared with the tasks {', '.join(meta['tasks'])}, not today's "
+                              f"battery ({', '.join(pd.TASKS)}): prepare it again (python prepare_data.py synthetic)")
         val = pd.synthetic_split(meta['seed'], meta['n_train'], meta['n_val'])['val']
-        out = {}
-        for t, p, a in val:
-            if len(out.setdefault(t, [])) < n:
-                out[t].append((p, a))
+        out = {t: [] for t in pd.TASKS}
+        for t, *ex in val:
+            if len(out[t]) < n:
+                out[t].append(tuple(ex))
         return meta, out
     return meta, {t: pd.synthetic_examples(t, n, 1337 + pd.VAL_SEED_OFFSET) for t in pd.TASKS}
 
 
+def battery_readings(ev):
+    """The ways this checkpoint answers the battery: fill (the answer's tokens at MASK, argmax at
+    each; FON through its holes, a causal model at the MASK positions), for a model with a causal
+    knob (GPT) also fill with full attention, and generate (greedy, after the prompt only)."""
+    modes = ['fill']
+    if 'causal' in ev.knob_names:
+        modes.append('fill_bidirectional')
+    return modes + ['generate']
+
+
 @torch.no_grad()
-def run_battery(ev):
+def battery_scores(ev):
+    """{task: {n, chance, future, <reading>: exact-match rate}} over the battery's val examples."""
     import prepare_data as pd
     meta, tasks = battery_examples(ev, ev.opt['battery_n'])
     encode, _ = pd.get_tokenizer(meta)
     mask = meta.get('mask_id', ev.mask_id)
-    fill_ok = mask < ev.vocab
+    readings = battery_readings(ev)
     rows = {}
     for task, exs in tasks.items():
         enc = []
-        for p, a in exs:
+        for p, a, sfx in exs:
             try:
-                ids, pos = pd.encode_example(p, a, encode)
+                ids, pos = pd.encode_example(p, a, encode, suffix=sfx)
             except ValueError as e:
                 raise ConfigError(f"battery task {task}: {str(e).splitlines()[0]}")
             if len(ids) <= ev.model.config.block_size:
                 enc.append((ids, pos))
-        causal = fill = 0
+        row = {'n': len(enc), 'chance': pd.CHANCE[task], 'future': task in pd.FUTURE}
+        right = dict.fromkeys(readings, 0)
         groups = {}
-        for ids, pos in enc:        # batch examples whose prompts have the same length
+        for ids, pos in enc:        # generation: batch examples whose prompts have the same length
             groups.setdefault(pos[0], []).append((ids, pos))
         for start, grp in groups.items():
             x = torch.tensor([ids[:start] for ids, _ in grp])
             want = [ids[pos[0]:pos[-1] + 1] for ids, pos in grp]
-            for _ in range(max(len(w) for w in want)):   # greedy generation
+            for _ in range(max(len(w) for w in want)):
                 logits, _ = ev.forward(x)
                 x = torch.cat([x, logits[:, -1].float().argmax(-1, keepdim=True).cpu()], 1)
-            causal += sum(x[i, start:start + len(w)].tolist() == w for i, w in enumerate(want))
-        if fill_ok:
-            by_len = {}
-            for ids, pos in enc:
-                by_len.setdefault(len(ids), []).append((ids, pos))
-            for grp in by_len.values():
-                x = torch.tensor([ids for ids, _ in grp])
-                holes = torch.zeros_like(x, dtype=torch.bool)
-                for i, (_, pos) in enumerate(grp):
-                    holes[i, pos] = True
-                logits, _ = ev.forward(x.masked_fill(holes, mask), holes=holes.to(ev.dev))
+            right['generate'] += sum(x[i, start:start + len(w)].tolist() == w for i, w in enumerate(want))
+        by_len = {}
+        for ids, pos in enc:        # fill: one forward per length
+            by_len.setdefault(len(ids), []).append((ids, pos))
+        for grp in by_len.values() if mask < ev.vocab else []:
+            x = torch.tensor([ids for ids, _ in grp])
+            holes = torch.zeros_like(x, dtype=torch.bool)
+            for i, (_, pos) in enumerate(grp):
+                holes[i, pos] = True
+            xm = x.masked_fill(holes, mask)
+            for r in readings[:-1]:
+                extra = {'causal': False} if r == 'fill_bidirectional' else {}
+                logits, _ = ev.forward(xm, holes=holes.to(ev.dev), **extra)
                 pred = logits.float().argmax(-1).cpu()
-                fill += sum(bool((pred[i][holes[i]] == x[i][holes[i]]).all()) for i in range(len(grp)))
-        rows[task] = {'n': len(enc), 'causal': causal / max(len(enc), 1),
-                      'fill': fill / max(len(enc), 1) if fill_ok else float('nan')}
-    print("| task | examples | causal | fill |\n|---|---|---|---|")
-    for t, r in rows.items():
-        print(f"| {t} | {r['n']} | {100 * r['causal']:.1f}% | {100 * r['fill']:.1f}% |")
+                right[r] += sum(bool((pred[i][holes[i]] == x[i][holes[i]]).all()) for i in range(len(grp)))
+        for r in readings:   # NaN: no MASK row to fill with, or no example fits block_size
+            ok = (r == 'generate' or mask < ev.vocab) and enc
+            row[r] = right[r] / len(enc) if ok else float('nan')
+        rows[task] = row
+    return rows, mask
+
+
+def battery_table(columns, rows, chance):
+    """Markdown: one row per task (and the means over Table 8's six and the future-dependent
+    five, over the tasks that have a value), one column per (label, reading)."""
+    import prepare_data as pd
+    head = '| task | chance | ' + ' | '.join(label for label, _ in columns) + ' |'
+    lines = [head, '|' + '---|' * (len(columns) + 2)]
+    groups = [('Table 8 six, mean', [t for t in chance if t not in pd.FUTURE]),
+              ('future-dependent five, mean', [t for t in chance if t in pd.FUTURE])]
+    for t in chance:
+        name = f'{t} (future)' if t in pd.FUTURE else t
+        lines.append(f'| {name} | {chance[t]:.3f} | ' + ' | '.join(f'{rows[t][k]:.3f}' for _, k in columns) + ' |')
+    for name, ts in groups:
+        if ts:
+            mean = lambda k: float(np.nanmean([rows[t][k] for t in ts])) if any(
+                math.isfinite(rows[t][k]) for t in ts) else float('nan')
+            lines.append(f'| {name} | {sum(chance[t] for t in ts) / len(ts):.3f} | '
+                         + ' | '.join(f'{mean(k):.3f}' for _, k in columns) + ' |')
+    return '\n'.join(lines)
+
+
+def plot_battery(title, columns, rows, path):
     names = list(rows)
-    fig, ax = axes(f"{ev.name}: synthetic battery", 'task', 'exact match (%)')
-    w = 0.4
-    ax.bar(np.arange(len(names)) - w / 2, [100 * rows[t]['causal'] for t in names], w, label='causal (generate)')
-    ax.bar(np.arange(len(names)) + w / 2, [100 * np.nan_to_num(rows[t]['fill']) for t in names], w,
-           label='fill (answer at MASK)' if fill_ok else 'fill (no MASK row)')
-    ax.set_xticks(range(len(names)), names)
+    fig, ax = axes(title, 'task', 'exact match (%)')
+    w = 0.8 / len(columns)
+    for j, (label, key) in enumerate(columns):
+        ax.bar(np.arange(len(names)) + (j - (len(columns) - 1) / 2) * w,
+               [100 * np.nan_to_num(rows[t][key]) for t in names], w, label=label)
+    ax.plot(np.arange(len(names)), [100 * rows[t]['chance'] for t in names], 'k_', ms=14, label='chance')
+    ax.set_xticks(range(len(names)), names, rotation=45, fontsize=8)
     ax.set_ylim(0, 100)
-    res = {'model': ev.name, 'tasks': rows, 'mask_id': mask,
-           'protocol': 'causal: greedy generation after the prompt equals the answer; fill: answer tokens '
-                       'set to the MASK id, argmax at those positions equals the answer'}
-    res['series'] = save_figure(fig, ax, ev.outpath('battery.png'))
+    return save_figure(fig, ax, path)
+
+
+LABELS = {'fill': 'fill (answer at MASK)', 'fill_bidirectional': 'fill, bidirectional attention',
+          'generate': 'generate after the prompt'}
+
+
+def run_battery(ev):
+    rows, mask = battery_scores(ev)
+    readings = battery_readings(ev)
+    columns = [(LABELS[r], r) for r in readings]
+    print(battery_table(columns, {t: {k: r[k] for k in readings} for t, r in rows.items()},
+                        {t: r['chance'] for t, r in rows.items()}))
+    res = {'model': ev.name, 'tasks': rows, 'mask_id': mask, 'readings': readings,
+           'protocol': 'fill: the answer\'s tokens set to the MASK id (FON: passed as holes), argmax at each '
+                       'equals the answer; fill_bidirectional: the same with full attention (causal=False); '
+                       'generate: greedy generation after the prompt (the suffix unseen) equals the answer'}
+    res['series'] = plot_battery(f"{ev.name}: synthetic battery", columns, rows, ev.outpath('battery.png'))
     write_json(ev.outpath('battery.json'), res)
+    return res
+
+
+def compare_battery(runs, opt, d):
+    """Table 8's layout: every run's fill reading (a Transformer's causal and bidirectional ones)."""
+    columns, rows, chance, per_run = [], {}, {}, {}
+    for r in runs:
+        ev = Evaluator({**opt, 'out_dir': r}, {})
+        scores, _ = battery_scores(ev)
+        base = os.path.basename(os.path.normpath(r))
+        per_run[r] = scores
+        for reading in battery_readings(ev)[:-1]:
+            kind = {'fill': 'causal' if 'causal' in ev.knob_names else 'fill',
+                    'fill_bidirectional': 'bidirectional'}[reading]
+            key = f'{base}/{reading}'
+            columns.append((f'{base} ({ev.name}, {kind})', key))
+            for t, row in scores.items():
+                rows.setdefault(t, {'chance': row['chance']})[key] = row[reading]
+                chance[t] = row['chance']
+    table = battery_table(columns, rows, chance)
+    print(table)
+    res = {'runs': per_run, 'table': table, 'columns': columns}
+    res['series'] = plot_battery('synthetic battery, fill mode', columns, rows, os.path.join(d, 'battery.png'))
+    write_json(os.path.join(d, 'battery.json'), res)
     return res
 
 
@@ -689,6 +802,8 @@ def run_compare(runs, opt):
     res = {'runs': rows, 'note': 'val loss: the last eval train.py logged (its eval_iters batches)'}
     res['series'] = save_figure(fig, ax, os.path.join(d, 'loss_curves.png'))
     write_json(os.path.join(d, 'compare.json'), res)
+    if opt['battery']:       # every run's battery in fill mode, one table (Table 8's layout)
+        res['battery'] = compare_battery(runs, opt, d)
     if opt['extrapolate']:   # every run's extrapolation in one table and one figure
         ext = {'runs': [extrapolation(Evaluator({**opt, 'out_dir': r}, {})) for r in runs]}
         ext['series'] = plot_extrapolation(ext['runs'], os.path.join(d, 'extrapolate.png'))

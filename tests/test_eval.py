@@ -116,17 +116,42 @@ def test_extrapolation_reports_learned_positions_as_nan(runs, tmp_path):
 
 
 def test_infill_and_battery(runs, tmp_path):
-    out = ev.main([f'--out_dir={runs["gpt"]}', '--infill=True', '--battery=True', '--battery_n=8', f'--out={tmp_path}'])
+    out = ev.main([f'--out_dir={runs["gpt"]}', '--infill=True', '--battery=True', '--battery_n=8', f'--out={tmp_path}',
+                   f'--baseline_from={runs["gpt"]}'])
     inf = json.load(open(tmp_path / 'infill.json'))
-    assert inf['holes'] > 0 and 0 <= inf['infill_acc'] <= 1 and 0 <= inf['baseline_acc'] <= 1
-    assert inf['series'] == 1                        # one bar group: fill vs baseline
+    assert inf['holes'] > 0 and 0 <= inf['infill_acc'] <= 1
+    assert 0 <= inf['unholed_prefix_acc'] <= 1 and 0 <= inf['pretrained_prefix_acc'] <= 1
+    assert inf['pretrained'] == runs['gpt']
+    assert inf['series'] == 1                        # one bar group: fill and the two no-hole readings
     bat = json.load(open(tmp_path / 'battery.json'))
-    assert set(bat['tasks']) == set(prepare_data.TASKS)
-    for r in bat['tasks'].values():
-        assert r['n'] > 0 and 0 <= r['causal'] <= 1 and 0 <= r['fill'] <= 1
-    assert bat['series'] == 2                        # causal and fill bars
+    assert list(bat['tasks']) == list(prepare_data.TASKS)
+    assert bat['readings'] == ['fill', 'fill_bidirectional', 'generate']     # GPT: also full attention
+    for t, r in bat['tasks'].items():
+        assert r['chance'] == prepare_data.CHANCE[t] and r['future'] == (t in prepare_data.FUTURE)
+        if t in ('mem_s4', 'mem_l'):                 # long range: no example fits block_size 32
+            assert r['n'] == 0 and all(r[k] is None for k in bat['readings'])
+        else:
+            assert r['n'] > 0 and all(0 <= r[k] <= 1 for k in bat['readings'])
+    assert bat['series'] == 4                        # three readings and the chance marks
     assert (tmp_path / 'battery.png').exists() and (tmp_path / 'infill.png').exists()
     assert out['infill']['holes'] == inf['holes']
+    # the no-hole baseline needs a checkpoint the run was fine-tuned from: none here
+    inf = ev.main([f'--out_dir={runs["gpt"]}', '--infill=True', f'--out={tmp_path}'])['infill']
+    assert inf['pretrained_prefix_acc'] is None and 'not fine-tuned from' in inf['pretrained']
+
+
+def test_battery_compare_is_table_8s_layout(runs, tmp_path):
+    """One table over runs: a Transformer's fill read causally and bidirectionally, every other
+    model's fill (NaN without a MASK row: the Parcae run was never hole fine-tuned)."""
+    res = ev.main(['--compare', runs['gpt'], runs['parcae'], '--battery', '--battery_n=4', f'--out={tmp_path}'])
+    bat = json.load(open(tmp_path / 'battery.json'))
+    assert [label for label, _ in bat['columns']] == ['gpt (gpt, causal)', 'gpt (gpt, bidirectional)',
+                                                      'parcae (parcae, fill)']
+    assert bat['series'] == 4 and res['compare']['battery']['table'] == bat['table']
+    lines = bat['table'].splitlines()
+    assert len(lines) == 2 + len(prepare_data.TASKS) + 2 and lines[-1].startswith('| future-dependent five, mean')
+    assert all(line.rstrip(' |').endswith('nan') for line in lines[2:])
+    assert not lines[4].split('|')[3].strip() == 'nan'             # add: the GPT's causal fill
 
 
 def test_textnca_steps_gates_and_Ts_sweep(runs, tmp_path):

@@ -1,5 +1,6 @@
 """fon.FON: the delay recursion against its loop, strict causality with bidirectional holes,
 gradients into the delays, O(1)-state decoding, the paper's parameter counts, hole filling."""
+import json
 import os
 
 import pytest
@@ -359,3 +360,36 @@ def test_gpt_bidirectional_reading_of_the_same_weights(pos):
         assert not torch.allclose(m(x2, causal=False)[0][:, 4], bi[:, 4])
     with pytest.raises(ValueError, match='global attention'):
         GPT(GPTConfig(block_size=16, vocab_size=20, n_layer=1, n_head=2, n_embd=16, windows=4))(x, causal=False)
+
+
+def test_hole_finetuning_holes_the_answer_spans_of_synthetic_tasks(tmp_path):
+    """The paper's two kinds of holes: a holed synthetic sequence has exactly its answer spans
+    holed (task-given), whether synthetic is the dataset or mixed in with p_synth; a text sequence
+    gets stride-8 self-holing."""
+    import prepare_data
+    import train
+    from conftest import make_char_dataset
+    data = str(tmp_path)
+    make_char_dataset(data, n_chars=20_000)
+    d = prepare_data.prepare('synthetic', out_dir=data, n_train=1100, n_val=220, quiet=True)
+    meta = json.load(open(os.path.join(d, 'meta.json')))
+    _, decode = prepare_data.get_tokenizer(meta)
+    examples = {''.join(e[1:]): e[1:] for e in prepare_data.synthetic_split(1337, 1100, 220)['train']}
+    cfg = {**train.DEFAULTS, 'data_dir': data, 'batch_size': 8, 'block_size': 64, 'p_fill': 1.0}
+    for extra in ({'dataset': 'synthetic'}, {'dataset': 'tiny', 'p_synth': 1.0, 'synth_dataset': 'synthetic'}):
+        batches = train.Batches({**cfg, **extra}, mask=meta['mask_id'])
+        checked = 0
+        for it in range(4):
+            x, y, holes = batches.get('train', it)
+            truth = torch.where(holes, y, x)
+            assert (x[holes] == meta['mask_id']).all() and (x[~holes] != meta['mask_id']).all()
+            for row, hole in zip(truth.tolist(), holes.tolist()):
+                ends = [i for i, t in enumerate(decode(row)) if t == '\n']
+                for a, b in zip(ends, ends[1:]):                  # every whole line in the window
+                    p, ans, s = examples[decode(row[a + 1:b])]
+                    want = [False] * len(p) + [True] * len(ans) + [False] * len(s)
+                    assert hole[a + 1:b] == want
+                    checked += 1
+        assert checked > 20
+    x, y, holes = train.Batches({**cfg, 'dataset': 'tiny'}, mask=99).get('train', 0)   # no answers: stride 8
+    assert holes.any() and not holes[:, torch.arange(64) % 8 != 0].any()

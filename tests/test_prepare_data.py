@@ -367,66 +367,91 @@ def test_enwik8_split_raw_bytes(tmp_path):
 # -----------------------------------------------------------------------------
 # the synthetic battery
 
-def check_answer(task, prompt, answer):
-    assert answer.startswith(' ') and not prompt.endswith(' ') and prompt.endswith('=')
-    words, a = prompt.split(), answer[1:]
-    assert words[0] == task
-    if task == 'recall':
-        pairs = dict(w.split('=') for w in words[1:-3])
-        assert words[-3] == '?' and len(pairs) == len(words) - 4
+def check_answer(task, prompt, answer, suffix=''):
+    """Solves the example from its text alone, by the task's definition."""
+    assert answer.startswith(' ') and not prompt.endswith(' ') and (suffix == '' or suffix.startswith(' '))
+    words, a, after = prompt.split(), answer[1:], suffix.split()
+    assert words[0] == task.replace('_', '')
+    assert (suffix != '') == (task in P.FUTURE)
+    if task == 'mem_s4':
+        pairs = dict(w.split('=') for w in words[1:5])
+        assert len(pairs) == len(set(pairs.values())) == 4 and words[-3] == '?' and len(words) > 11
         return a == pairs[words[-2]]
-    if task == 'copy':
-        return a == words[1]
+    if task == 'mem_l':
+        return a == words[1] and len(words) > 12
     if task == 'add':
         x, y = words[1].split('+')
         return int(a) == int(x) + int(y)
-    if task == 'sort':
-        return a.split() == sorted(words[1:-1])
+    if task == 'state_l':
+        return int(a) == (int(words[1]) + sum(int(w) for w in words[2:-1])) % 10
+    if task == 'sort_rel':
+        xs = words[1:-3]
+        return words[-3] == '?' and int(a) == sorted(xs).index(words[-2]) + 1
     if task == 'cmp':
         x, y = int(words[1]), int(words[2])
         return a == ('<' if x < y else '>' if x > y else '=')
-    if task == 'state':
-        return int(a) == (int(words[1]) + sum(int(w) for w in words[2:-1])) % 10
+    if task == 'ind_r':
+        return after == ['=', a]
+    if task == 'state_inv':
+        return after[-2] == '=' and (int(a) + sum(int(w) for w in after[:-2])) % 10 == int(after[-1])
+    if task == 'perm_h1':
+        return sorted([a] + after) == [str(i) for i in range(len(after) + 1)]
+    if task == 'mem_r':
+        return after[0] == '?' and a == dict(w.split('=') for w in after[1:])[words[1]]
+    if task == 'trans_r':
+        less = dict(f.split('<') for f in after[1:])         # a chain x < y < z
+        x, y = words[1], words[2]
+        return a == ('<' if less.get(less.get(x)) == y else '>' if less.get(less.get(y)) == x else '?')
     raise AssertionError(task)
 
 
 def test_synthetic_answers_are_right():
-    assert set(P.TASKS) == {'recall', 'copy', 'add', 'sort', 'cmp', 'state'}
+    assert list(P.TASKS) == ['mem_s4', 'mem_l', 'add', 'state_l', 'sort_rel', 'cmp',      # Table 8
+                             'ind_r', 'state_inv', 'perm_h1', 'mem_r', 'trans_r']         # future-dependent
+    assert P.CHANCE['mem_s4'] == 0.25 and set(P.CHANCE) == set(P.TASKS)
     for task in P.TASKS:
         ex = P.synthetic_examples(task, 400, seed=3)
-        assert all(check_answer(task, p, a) for p, a in ex), task
-        assert all(set(p + a + '\n') <= set(P.SYNTH_CHARS) for p, a in ex)
+        assert all(check_answer(task, *e) for e in ex), task
+        assert all(set(''.join(e) + '\n') <= set(P.SYNTH_CHARS) for e in ex)
         assert ex == P.synthetic_examples(task, 400, seed=3) and ex[:50] == P.synthetic_examples(task, 50, seed=3)
         assert ex != P.synthetic_examples(task, 400, seed=4)
-    assert P.synthetic_examples('recall', 1, 0)[0][0].startswith('recall ')
+        answers = {}
+        for p, a, _ in ex:
+            answers.setdefault(p, set()).add(a)
+        # future-dependent: one prompt, several answers (the left context cannot decide); else a function
+        assert any(len(v) > 1 for v in answers.values()) == (task in P.FUTURE), task
     adds = P.synthetic_examples('add', 400, seed=3)
-    assert max(len(a) for _, a in adds) >= 5  # multi-digit sums with carries
-    with pytest.raises(ValueError, match='recall'):
+    assert max(len(a) for _, a, _ in adds) == 4  # two-digit sums with carries
+    with pytest.raises(ValueError, match='mem_s4'):
         P.synthetic_examples('nope', 1, 0)
 
 
 def test_synthetic_dataset(tmp_path):
-    d = P.prepare('synthetic', out_dir=str(tmp_path), seed=7, n_train=3000, n_val=600, quiet=True)
+    d = P.prepare('synthetic', out_dir=str(tmp_path), seed=7, n_train=3300, n_val=660, quiet=True)
     assert d == str(tmp_path / 'synthetic')
     meta, bins = load(d)
     assert meta['tokenizer'] == 'char' and meta['itos'] == P.SYNTH_CHARS and meta['vocab_size'] == len(P.SYNTH_CHARS)
     assert meta['mask_id'] == meta['vocab_size'] and meta['mask_token'] == '_'
-    assert meta['tasks'] == list(P.TASKS) and (meta['seed'], meta['n_train'], meta['n_val']) == (7, 3000, 600)
+    assert meta['tasks'] == list(P.TASKS) and (meta['seed'], meta['n_train'], meta['n_val']) == (7, 3300, 660)
     encode, decode = P.get_tokenizer(meta)
     lines = {s: decode(b.tolist()).split('\n')[:-1] for s, b in bins.items()}
-    assert len(lines['train']) == 3000 and len(lines['val']) == 600
+    assert len(lines['train']) == 3300 and len(lines['val']) == 660
     assert not set(lines['train']) & set(lines['val'])  # disjoint
+    ex = P.synthetic_split(7, 3300, 660)
     for s in ('train', 'val'):
         tasks = [line.split()[0] for line in lines[s]]
-        assert {t: tasks.count(t) for t in P.TASKS} == {t: len(lines[s]) // 6 for t in P.TASKS}
-        for line in lines[s]:
-            i = line.rindex(' = ') + 2  # 'cmp 9 9 = =': the answer is ' ='
-            assert check_answer(line.split()[0], line[:i], line[i:])
-    ex = P.synthetic_split(7, 3000, 600)
-    assert [p + a for _, p, a in ex['val']] == lines['val']  # eval.py can rebuild the exact examples
+        assert {t: tasks.count(t.replace('_', '')) for t in P.TASKS} == {t: len(lines[s]) // 11 for t in P.TASKS}
+        assert [''.join(e[1:]) for e in ex[s]] == lines[s]  # eval.py can rebuild the exact examples
+        assert all(check_answer(*e) for e in ex[s])
+        # the answer spans, token by token: exactly the answers, in order (the task-given holes)
+        mark = np.fromfile(f'{d}/{s}_answers.bin', dtype=np.uint8)
+        assert len(mark) == len(bins[s]) and set(mark.tolist()) == {0, 1}
+        starts = np.flatnonzero(np.diff(np.concatenate([[0], mark])) == 1)
+        ends = np.flatnonzero(np.diff(np.concatenate([mark, [0]])) == -1) + 1
+        assert [decode(bins[s][i:j].tolist()) for i, j in zip(starts, ends)] == [e[2] for e in ex[s]]
     # deterministic by seed
-    d2 = P.prepare('synthetic', out_dir=str(tmp_path / 'again'), seed=7, n_train=3000, n_val=600, quiet=True)
-    d3 = P.prepare('synthetic', out_dir=str(tmp_path / 'other'), seed=8, n_train=3000, n_val=600, quiet=True)
+    d2 = P.prepare('synthetic', out_dir=str(tmp_path / 'again'), seed=7, n_train=3300, n_val=660, quiet=True)
+    d3 = P.prepare('synthetic', out_dir=str(tmp_path / 'other'), seed=8, n_train=3300, n_val=660, quiet=True)
     for s in ('train', 'val'):
         assert open(f'{d}/{s}.bin', 'rb').read() == open(f'{d2}/{s}.bin', 'rb').read()
         assert open(f'{d}/{s}.bin', 'rb').read() != open(f'{d3}/{s}.bin', 'rb').read()
@@ -437,19 +462,24 @@ def test_synthetic_dataset(tmp_path):
 
 def test_synthetic_fill_mode_positions(tmp_path, small_bpe):
     char = P.get_tokenizer(json.load(open(os.path.join(
-        P.prepare('synthetic', out_dir=str(tmp_path), n_train=60, n_val=12, quiet=True), 'meta.json'))))[0]
+        P.prepare('synthetic', out_dir=str(tmp_path), n_train=66, n_val=11, quiet=True), 'meta.json'))))[0]
     ids, pos = P.encode_example('add 12+30 =', ' 42', char, mask_id=44)
     assert ids == char('add 12+30 =') + [44, 44, 44] + char('\n') and pos == [11, 12, 13]
-    # under GPT-2's pre-tokenizer the prompt's tokens are a prefix for every task
+    ids, pos = P.encode_example('indr', ' k3', char, mask_id=44, suffix=' = k3')     # the answer mid-line
+    assert ids == char('indr') + [44, 44, 44] + char(' = k3\n') and pos == [4, 5, 6]
+    # under GPT-2's pre-tokenizer the prompt's and the answer's tokens are a prefix for every task
     gpt2 = P.get_tokenizer({'tokenizer': 'gpt2', 'vocab_size': small_bpe.n_vocab})[0]
     for task in P.TASKS:
-        for p, a in P.synthetic_examples(task, 30, seed=1):
-            ids, pos = P.encode_example(p, a, gpt2)
+        for p, a, s in P.synthetic_examples(task, 30, seed=1):
+            ids, pos = P.encode_example(p, a, gpt2, suffix=s)
             assert gpt2(p) == ids[:pos[0]] and small_bpe.decode(ids[pos[0]:pos[-1] + 1]) == a
-    d = P.prepare('synthetic', tokenizer='gpt2', out_dir=str(tmp_path), n_train=60, n_val=12, quiet=True)
+            assert small_bpe.decode(ids[pos[-1] + 1:]) == s + '\n'
+    d = P.prepare('synthetic', tokenizer='gpt2', out_dir=str(tmp_path), n_train=66, n_val=11, quiet=True)
     assert os.path.basename(d) == 'synthetic_gpt2'
     meta, bins = load(d)
     assert meta['vocab_size'] == small_bpe.n_vocab and meta['mask_id'] == small_bpe.n_vocab
+    ex = P.synthetic_split(1337, 66, 11)['val']
+    assert bins['val'].tolist() == sum((P.encode_example(p, a, gpt2, suffix=s)[0] for _, p, a, s in ex), [])
 
 
 def test_names_and_missing_pyarrow(tmp_path, monkeypatch):
