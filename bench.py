@@ -388,12 +388,17 @@ def sdpa_kernels(model, x, ctx):
 
 @torch.no_grad()
 def decode_gap(model, x):
-    """Largest |decode_step logits - forward logits| over the positions of x (float32)."""
-    full = model(x)[0]
-    state, gap = model.decode_init(x.shape[0], x.device), 0.0
-    for t in range(x.shape[1]):
-        logits, state = model.decode_step(x[:, t], state)
-        gap = max(gap, (logits.float() - full[:, t].float()).abs().max().item())
+    """Largest |decode_step logits - forward logits| over the positions of x (float32, no TF32)."""
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        full = model(x)[0]
+        state, gap = model.decode_init(x.shape[0], x.device), 0.0
+        for t in range(x.shape[1]):
+            logits, state = model.decode_step(x[:, t], state)
+            gap = max(gap, (logits.float() - full[:, t].float()).abs().max().item())
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
     return gap
 
 
