@@ -137,6 +137,19 @@ class AnchorFusion(nn.Module):
 EPS = 1e-12  # guards D = 0 (only when every gate underflows; then N = 0 too and M = 0)
 
 
+def prefix_summaries_reference(g, v):
+    """Equation 4 as written, one position at a time (float64): M_i = N_i / sqrt(D_i) with
+    N_i = sum_{j<=i} g_j v_j and D_i = sum_{j<=i} g_j, the current position included.
+    prefix_sums and summaries below compute the same for all positions at once."""
+    B, L, S, m = v.shape
+    M = torch.zeros(B, L, S, m, dtype=torch.float64, device=v.device)
+    for i in range(L):
+        N = (g[:, :i + 1, :, None].double() * v[:, :i + 1].double()).sum(1)
+        D = g[:, :i + 1].double().sum(1)
+        M[:, i] = N / D.clamp_min(EPS).sqrt()[..., None]
+    return M
+
+
 def prefix_sums(g, v):
     """N_is = sum_{j<=i} g_js v_js and D_is = sum_{j<=i} g_js: causal cumulative sums over the
     sequence, the current position included. g: (B, L, S), v: (B, L, S, m); float32 sums."""

@@ -1,4 +1,4 @@
-"""Causal latent workspace (workspace.py): causality, the workspace equations against naive loops,
+"""Causal latent workspace (workspace.py): causality, the workspace equations against their loops,
 retention, the conditioned-dense control's zero start, the paper's parameter budgets, training."""
 import math
 import os
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 import train
 from baselines import GPT, GPTConfig
 from configurator import parse_args
-from workspace import VARIANTS, Workspace, WorkspaceConfig, prefix_summaries
+from workspace import VARIANTS, Workspace, WorkspaceConfig, prefix_summaries, prefix_summaries_reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,17 +21,6 @@ def tiny(**kw):
     cfg.update(kw)
     torch.manual_seed(0)
     return Workspace(WorkspaceConfig(**cfg)).eval()
-
-
-def naive_summaries(g, v, eps=1e-12):
-    """Equation 4 position by position: sources j <= i, the current position included."""
-    B, L, S, m = v.shape
-    M = torch.zeros(B, L, S, m, dtype=torch.float64)
-    for i in range(L):
-        N = (g[:, :i + 1, :, None].double() * v[:, :i + 1].double()).sum(1)
-        D = g[:, :i + 1].double().sum(1)
-        M[:, i] = N / D.clamp_min(eps).sqrt()[..., None]
-    return M
 
 
 @pytest.mark.parametrize('variant,retention', [(v, False) for v in VARIANTS] + [('workspace', True)])
@@ -60,13 +49,13 @@ def test_causal_dependence(variant, retention):
         assert dep[11:].eq(0).all() and dep[:11].gt(0).all()
 
 
-def test_prefix_accumulation_matches_naive_loop():
+def test_prefix_accumulation_matches_reference_loop():
     torch.manual_seed(1)
     g = torch.rand(3, 40, 4) * 0.98 + 0.01
     v = torch.rand(3, 40, 4, 16) * 1.98 - 0.99
     M = prefix_summaries(g, v)
     assert M.shape == (3, 40, 4, 16)
-    torch.testing.assert_close(M.double(), naive_summaries(g, v), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(M.double(), prefix_summaries_reference(g, v), atol=1e-5, rtol=1e-5)
     # the write at the current position counts: M_1 = g_1 v_1 / sqrt(g_1) = sqrt(g_1) v_1
     torch.testing.assert_close(M[:, 0], g[:, 0, :, None].sqrt() * v[:, 0])
     # aligned writes grow as the square root of the prefix mass (not an average)
@@ -104,7 +93,7 @@ def reference_forward(model, idx):
         bg, bv, bq = ws.W_gvq.bias.split([4, 4 * 8, 8])
         g = torch.sigmoid(z @ Wg.t() + bg)
         v = torch.tanh(z @ Wv.t() + bv).view(*z.shape[:2], 4, 8)
-        M = naive_summaries(g, v).float()
+        M = prefix_summaries_reference(g, v).float()
         if cfg.retention and r > 0:
             rho = torch.sigmoid(model.retain_logit[r - 1])
             M = rho * M_prev + (1 - rho) * M
