@@ -406,6 +406,17 @@ class Mamba2Config:
             raise ValueError(f"the heads ({d_inner // self.headdim}) must split evenly into ngroups ({self.ngroups})")
 
 
+def ssd_reference(X, A, B, C):
+    """The SSD recurrence as written, one position at a time (same arguments as ssd_chunked):
+    h_t = exp(A_t) h_{t-1} + X_t B_t^T (h: P x N per head, h_0 = 0), y_t = h_t C_t."""
+    b, T, H, P = X.shape
+    h, ys = X.new_zeros(b, H, P, B.shape[-1]), []
+    for t in range(T):
+        h = A[:, t].exp()[..., None, None] * h + X[:, t, :, :, None] * B[:, t, :, None, :]
+        ys.append((h @ C[:, t, :, :, None]).squeeze(-1))
+    return torch.stack(ys, 1)
+
+
 def segsum(x):
     """x (..., T) -> (..., T, T): out[i, j] = x[j+1] + ... + x[i] for i >= j, -inf above the diagonal."""
     T = x.shape[-1]
