@@ -148,6 +148,29 @@ class TextNCAConfig:
 # ----------------------------------------------------------------------------------------
 # Perception: causal local kernels over a window of w keys (i-w+1..i)
 
+def local_attention_reference(q, k, v, w, kernel='softmax', log_decay=None):
+    """What local_attention and gla_attention compute, one query at a time: query i reads keys
+    j = max(0, i-w+1)..i. softmax: Eq. 4; linear: weights 1 + s + s^2/2, normalised; gla: the
+    unnormalised (q_i * prod_{s=j+1..i} alpha_s) . k_j / sqrt(D) (Eq. 17, per channel)."""
+    D = q.shape[-1]
+    y = torch.zeros_like(v)
+    for i in range(q.shape[2]):
+        j0 = max(0, i - w + 1)
+        qi, kw, vw = q[:, :, i:i + 1], k[:, :, j0:i + 1], v[:, :, j0:i + 1]
+        s = (qi @ kw.transpose(-1, -2)) / math.sqrt(D)                        # (B, H, 1, keys)
+        if kernel == 'softmax':
+            a = s.softmax(-1)
+        elif kernel == 'linear':
+            a = 1 + s + s * s / 2
+            a = a / a.sum(-1, keepdim=True)
+        else:
+            C = log_decay[:, :, j0:i + 1].cumsum(2)    # decay_{j->i} = exp(C_i - C_j), per channel
+            decay = (C[:, :, -1:] - C).exp()
+            a = (qi * decay * kw).sum(-1)[:, :, None] / math.sqrt(D)
+        y[:, :, i] = (a @ vw)[:, :, 0]
+    return y
+
+
 def band_chunks(t, c):
     """(B, H, n*c, ...) -> (B, H, n, 2c, ...): each chunk preceded by the previous one
     (zeros before the first)."""
@@ -169,7 +192,7 @@ def band_mask(n, c, w, device):
 def local_attention(q, k, v, w, kernel='softmax', log_decay=None):
     """q, k, v: (B, H, T, D). Query i attends to keys max(0, i-w+1)..i. Queries are split
     into chunks of c = w; a chunk sees only itself and the previous chunk, so the work and
-    memory are O(T * w) (exactly the masked full attention, see tests/test_textnca.py).
+    memory are O(T * w) (exactly local_attention_reference, see tests/test_textnca.py).
     log_decay: (B, H, T, D) log alpha for kernel 'gla' (see gla_attention)."""
     if kernel == 'gla':
         return gla_attention(q, k, v, w, log_decay)

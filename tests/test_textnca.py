@@ -10,7 +10,7 @@ import torch.nn.functional as F
 import baselines
 import train
 from configurator import parse_args
-from textnca import Perceive, TextNCA, TextNCAConfig, gla_attention, local_attention
+from textnca import Perceive, TextNCA, TextNCAConfig, gla_attention, local_attention, local_attention_reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -82,32 +82,15 @@ def test_flops_match_paper_appendix_h():
 
 # ---------------------------------------------------------------------------- local attention
 
-def masked_full(q, k, v, w, kernel, log_decay=None):
-    T, D = q.shape[2], q.shape[3]
-    dist = torch.arange(T)[:, None] - torch.arange(T)[None, :]
-    allowed = (dist >= 0) & (dist < w)
-    s = q @ k.transpose(-1, -2) / math.sqrt(D)
-    if kernel == 'softmax':
-        a = s.masked_fill(~allowed, float('-inf')).softmax(-1)
-    elif kernel == 'linear':
-        a = (1 + s + s * s / 2) * allowed
-        a = a / a.sum(-1, keepdim=True)
-    else:   # per channel: sum_d q_id k_jd exp(C_id - C_jd)
-        C = log_decay.cumsum(2)
-        e = (C[:, :, :, None] - C[:, :, None]).masked_fill(~allowed[..., None], float('-inf')).exp()
-        a = torch.einsum('bhid,bhijd,bhjd->bhij', q, e, k) / math.sqrt(D)
-    return a @ v
-
-
 @pytest.mark.parametrize('kernel', ['softmax', 'linear', 'gla'])
-def test_chunked_local_attention_equals_masked_full(kernel):
+def test_chunked_local_attention_equals_reference_loop(kernel):
     torch.manual_seed(0)
     for T in (1, 5, 16, 37):
         for w in (1, 3, 8, 16, 50):
             q, k, v = (torch.randn(2, 3, T, 8, dtype=torch.float64) for _ in range(3))
             ld = F.logsigmoid(-torch.randn(2, 3, T, 8, dtype=torch.float64))
             out = local_attention(q, k, v, w, kernel, ld)
-            torch.testing.assert_close(out, masked_full(q, k, v, w, kernel, ld), rtol=1e-10, atol=1e-10)
+            torch.testing.assert_close(out, local_attention_reference(q, k, v, w, kernel, ld), rtol=1e-10, atol=1e-10)
 
 
 def test_local_attention_sees_exactly_the_w_most_recent_keys():
@@ -139,25 +122,14 @@ def test_taylor2_feature_map_identity():
     torch.testing.assert_close(phi(q) @ phi(k).T, 1 + s + s * s / 2)
 
 
-def gla_loop(q, k, v, w, alpha):
-    """The windowed GLA sum one position, key and channel at a time (float64)."""
-    T, D = q.shape[-2:]
-    out = torch.zeros_like(q)
-    for i in range(T):
-        for j in range(max(0, i - w + 1), i + 1):
-            decay = torch.prod(alpha[..., j + 1: i + 1, :], dim=-2)     # per channel
-            out[..., i, :] += ((q[..., i, :] * decay * k[..., j, :]).sum(-1, keepdim=True) / math.sqrt(D)) * v[..., j, :]
-    return out
-
-
-def test_gla_against_naive_loop_and_recurrence():
+def test_gla_against_reference_loop_and_recurrence():
     torch.manual_seed(0)
     D = 4
     for T, w in ((12, 5), (40, 17), (37, 40), (50, 33), (9, 1)):
         q, k, v = (torch.randn(2, 3, T, D, dtype=torch.float64) for _ in range(3))
         alpha = torch.rand(2, 3, T, D, dtype=torch.float64) * 0.5 + 0.5
         out = local_attention(q, k, v, w, 'gla', alpha.log())
-        torch.testing.assert_close(out, gla_loop(q, k, v, w, alpha))
+        torch.testing.assert_close(out, local_attention_reference(q, k, v, w, 'gla', alpha.log()))
         if w >= T:   # the window covers the prefix: Yang et al.'s S_i = Diag(alpha_i) S_{i-1} + k_i^T v_i
             S = torch.zeros(2, 3, D, D, dtype=torch.float64)
             for i in range(T):
@@ -174,7 +146,7 @@ def test_gla_strong_decay_stays_finite_in_float32():
     out = gla_attention(q, k, v, w, ld)
     out.square().sum().backward()
     assert torch.isfinite(out).all() and all(torch.isfinite(t.grad).all() for t in (q, k, v, ld))
-    ref = masked_full(*(t.detach().double() for t in (q, k, v)), w, 'gla', ld.detach().double())
+    ref = local_attention_reference(*(t.detach().double() for t in (q, k, v)), w, 'gla', ld.detach().double())
     torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-5)
 
 
