@@ -334,6 +334,51 @@ class Parcae(nn.Module):
         rows = torch.arange(offset, offset + T, device=device) % table.shape[0]
         return table[rows].expand(B, T, d).clone()
 
+    def forward_reference(self, idx, depths, backprop_depth=None, h0=None):
+        """forward's logits the plain way (sec. 4.1 eq. 3, sec. 4.2): one sequence at a time, each
+        at its own depth T = depths[b] (an int: every sequence), the first T - k steps without
+        gradient, k = min(T, backprop_depth) (None: all T), and the injection as the paper writes
+        it, A_bar h + B_bar e = exp(-Delta A) h + Delta B e. h0 None: _initial_state's.
+        _recur below runs the same loop batched: sorted by depth, each step on the running prefix."""
+        cfg = self.config
+        B, L = idx.shape
+        depths = [depths] * B if isinstance(depths, int) else depths
+        h0 = self._initial_state(B, L, idx.device) if h0 is None else h0
+        cos, sin = rope_tables(L, cfg.head_dim, cfg.rope_base, idx.device)
+        logits = []
+        for b in range(B):
+            s = idx[b:b + 1]
+            x = self.wte(s)
+            for i, block in enumerate(self.prelude):
+                x = block(x, cos, sin, self._value_embed(i, s))
+            e = self.prelude_norm(x) if self.prelude_norm is not None else x  # e = Norm(P(s))
+
+            def step(h):
+                if cfg.injection == 'diagonal':
+                    delta, A = F.softplus(self.dt_bias), torch.exp(self.A_log)
+                    x = torch.exp(-delta * A) * h + delta * (e @ self.B.T)
+                elif cfg.injection == 'linear':
+                    x = self.adapter(torch.cat([h, e], dim=-1))       # W [h; e]
+                else:
+                    x = h + e
+                for i, block in enumerate(self.recur):
+                    x = block(x, cos, sin, self._value_embed(cfg.n_prelude + i, s))
+                return x
+
+            T = depths[b]
+            k = T if backprop_depth is None else min(T, backprop_depth)
+            h = h0[b:b + 1]
+            with torch.no_grad():
+                for _ in range(T - k):
+                    h = step(h)
+            for _ in range(k):
+                h = step(h)
+            x = self.C(h) if self.C is not None else h
+            for i, block in enumerate(self.coda):
+                x = block(x, cos, sin, self._value_embed(cfg.n_prelude + cfg.n_recur_layers + i, s))
+            logits.append(self.lm_head(self.ln_f(x)))                        # head(Norm(Coda(C h_T)))
+        return torch.cat(logits)
+
     @torch._dynamo.disable(recursive=False)  # the loop runs eagerly; the blocks it calls compile
     def _recur(self, u, ves, A_bar, cos, sin, num_recur):
         """Runs the loop from the input term u = B_bar e (B, T, d) and the recurrent layers' value

@@ -1,5 +1,6 @@
 """Parcae (parcae.py): paper parameter counts, causality, the injection and the loop against
-hand-written formulas, depth sampling and truncated backprop, optimizer groups, training."""
+forward_reference (one sequence at a time), depth sampling and truncated backprop, optimizer
+groups, training."""
 import dataclasses
 import math
 import os
@@ -9,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from configurator import parse_args
-from parcae import Parcae, ParcaeConfig, rope_tables
+from parcae import Parcae, ParcaeConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -86,42 +87,7 @@ def test_parcae_adds_2d2_plus_3d(size):
     assert g['fused_qkv'] is False   # Muon sees W_Q, W_K, W_V apart, as in Parcae's blocks
 
 
-# ----------------------------------------------------------------------------- hand-written reference
-
-def reference(m, idx, T, k=None, h0=None):
-    """The paper's equations written out: e = Norm(P(s)); T - k steps without gradient, k with;
-    h_{t+1} = R(exp(-Delta A) h_t + Delta B e); logits = head(Norm(Coda(C h_T)))."""
-    cfg = m.config
-    k = T if k is None else k
-    cos, sin = rope_tables(idx.shape[1], cfg.head_dim, cfg.rope_base, idx.device)
-    ve = lambda i: m.value_embeds[str(i)](idx) if str(i) in m.value_embeds else None
-    x = m.wte(idx)
-    for i, blk in enumerate(m.prelude):
-        x = blk(x, cos, sin, ve(i))
-    e = m.prelude_norm(x) if m.prelude_norm is not None else x
-    def step(h):
-        if cfg.injection == 'diagonal':
-            delta, A = F.softplus(m.dt_bias), torch.exp(m.A_log)
-            x = torch.exp(-delta * A) * h + delta * (e @ m.B.T)
-        elif cfg.injection == 'linear':
-            x = m.adapter(torch.cat([h, e], dim=-1))
-        else:
-            x = h + e
-        for i, blk in enumerate(m.recur):
-            x = blk(x, cos, sin, ve(cfg.n_prelude + i))
-        return x
-
-    h = torch.zeros_like(e) if h0 is None else h0
-    with torch.no_grad():
-        for _ in range(T - k):
-            h = step(h)
-    for _ in range(k):
-        h = step(h)
-    x = m.C(h) if m.C is not None else h
-    for i, blk in enumerate(m.coda):
-        x = blk(x, cos, sin, ve(cfg.n_prelude + cfg.n_recur_layers + i))
-    return m.lm_head(m.ln_f(x))
-
+# ----------------------------------------------------------------------------- against the plain loop
 
 @pytest.mark.parametrize('injection', ['diagonal', 'linear', 'add'])
 def test_one_step_injection_matches_formula(injection):
@@ -130,7 +96,7 @@ def test_one_step_injection_matches_formula(injection):
     idx = torch.randint(0, 64, (2, 16))
     with torch.no_grad():
         for T in (1, 3):
-            torch.testing.assert_close(m(idx, num_recur=T)[0], reference(m, idx, T), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(m(idx, num_recur=T)[0], m.forward_reference(idx, T), atol=1e-5, rtol=1e-5)
 
 
 def test_eval_default_depth_is_mean_recurrence_and_deterministic():
@@ -140,7 +106,7 @@ def test_eval_default_depth_is_mean_recurrence_and_deterministic():
         a, b = m(idx)[0], m(idx)[0]
         c, d = m(idx, num_recur=5)[0], m(idx, num_recur=2)[0]
         h0 = m._initial_state(3, 20, idx.device)
-        ref = reference(m, idx, 5, h0=h0)
+        ref = m.forward_reference(idx, 5, h0=h0)
     torch.testing.assert_close(a, b, atol=0, rtol=0)
     torch.testing.assert_close(a, c, atol=0, rtol=0)
     torch.testing.assert_close(a, ref, atol=1e-5, rtol=1e-5)
@@ -266,14 +232,14 @@ def test_truncated_backprop_gradients_match_reference():
     T = m._stats['depths']
     assert len(set(T)) > 1 and max(T) > 2
     m.zero_grad()
-    ref = sum(F.cross_entropy(reference(m, idx[i:i + 1], t, min(t, 2))[0], tgt[i]) for i, t in enumerate(T)) / 6
+    ref = F.cross_entropy(m.forward_reference(idx, T, backprop_depth=2).flatten(0, 1), tgt.flatten())
     ref.backward()
     torch.testing.assert_close(loss, ref, atol=1e-5, rtol=1e-5)
     for n, p in m.named_parameters():
         torch.testing.assert_close(grads[n], p.grad, atol=1e-5, rtol=1e-4, msg=n)
     # and backprop through every step gives different gradients: the truncation is real
     m.zero_grad()
-    full = sum(F.cross_entropy(reference(m, idx[i:i + 1], t)[0], tgt[i]) for i, t in enumerate(T)) / 6
+    full = F.cross_entropy(m.forward_reference(idx, T).flatten(0, 1), tgt.flatten())
     full.backward()
     assert (m.recur[0].mlp.c_fc.weight.grad - grads['recur.0.mlp.c_fc.weight']).abs().max() > 1e-5
 
