@@ -26,7 +26,8 @@ Choices where the paper is vague (each fits its sizes, Table 2, and its stated p
   Then the recursion is one unit lower-triangular system (I - A) S = U per sequence with the same
   T x T matrix A for every channel, A[p, p - k] = sum_m lambda_m(x[p]) w_m(k): solved exactly and
   in parallel with one triangular solve per chunk of c = max_delay + 1 positions (a chunk only
-  reads itself and the chunk before), so training costs O(T c D), no loop over positions.
+  reads itself and the chunk before), so training costs O(T c D), no loop over positions
+  (delay_scan_reference is that loop, which the tests compare it with).
 - Learnable delays: d_m is a real number in (1, max_delay); S[p - d_m] interpolates linearly
   between the integer shifts floor(d_m) and floor(d_m) + 1, so the loss is differentiable in d_m
   (also at integers: the slope is S[p - k - 1] - S[p - k]). Init 2^(m/2) = 1.41, 2, ..., 181 and
@@ -109,6 +110,27 @@ class FONConfig:
 
 
 # ----------------------------------------------------------------------------- delay recursion
+def delay_scan_reference(lam, U, delays, max_delay, S_read=None):
+    """The drafting recursion as written, one position at a time (float64): S[p] = sum_m lam_m[p]
+    S[p - d_m] + U[p] (U = B(x) x), S[p - d] read between the integer shifts floor(d) and
+    floor(d) + 1 (weights 1 - f, f), zero before the start. lam (B, T, n), U (B, T, D).
+    S_read given: the taps read it instead of S (the hole stream, delay_read). lag_weights, skew
+    and delay_scan below compute the same as one triangular solve per chunk."""
+    d = delays.detach().double().clamp(1, max_delay)
+    S = []
+    src = S if S_read is None else S_read.double().unbind(1)
+    for p in range(U.shape[1]):
+        acc = U[:, p].double()
+        for m in range(len(d)):
+            k0 = int(d[m].floor())
+            f = float(d[m] - k0)
+            for k, w in ((k0, 1 - f), (k0 + 1, f)):
+                if p - k >= 0:
+                    acc = acc + lam[:, p, m:m + 1].double() * w * src[p - k]
+        S.append(acc)
+    return torch.stack(S, 1)
+
+
 def lag_weights(delays, c, max_delay):
     """W[m, k-1] = weight of S[p - k] in the read of tap m, lags k = 1..c: linear interpolation
     between the integer shifts floor(d_m) and floor(d_m) + 1 (differentiable in d_m). Lags past c
@@ -128,25 +150,26 @@ def skew(coef):
     return x.flatten(-2)[..., :2 * c * c].unflatten(-1, (c, 2 * c))
 
 
-def delay_scan(N, U):
-    """Solves S[p] = U[p] - sum_q N[p, q] S[q] (N = -A: the recursion's coefficients, negated)
-    chunk by chunk. N (B, nc, c, 2c), U (B, nc, c, D). Within a chunk the system is unit lower
-    triangular (every delay >= 1); a chunk reads only itself and the one before (every delay
-    <= c), so there are nc - 1 sequential steps, each an exact triangular solve."""
-    c = N.shape[-2]
+def delay_scan(A, U):
+    """Solves S[p] = U[p] + sum_q A[p, q] S[q], i.e. (I - A) S = U, chunk by chunk. A (B, nc, c, 2c)
+    from skew, U (B, nc, c, D). Within a chunk I - A is unit lower triangular (every delay >= 1);
+    a chunk reads only itself and the one before (every delay <= c), so there are nc - 1
+    sequential steps, each an exact triangular solve."""
+    c = A.shape[-2]
+    minus_A = -A   # = I - A below the diagonal; solve_triangular(unitriangular) takes the diagonal as 1
     S, prev = [], None
-    for i in range(N.shape[1]):
-        rhs = U[:, i] if prev is None else U[:, i] - N[:, i, :, :c] @ prev
-        prev = torch.linalg.solve_triangular(N[:, i, :, c:], rhs, upper=False, unitriangular=True)
+    for i in range(A.shape[1]):
+        rhs = U[:, i] if prev is None else U[:, i] + A[:, i, :, :c] @ prev
+        prev = torch.linalg.solve_triangular(minus_A[:, i, :, c:], rhs, upper=False, unitriangular=True)
         S.append(prev)
     return torch.stack(S, 1)
 
 
-def delay_read(N, U, S):
-    """The hole stream: S_h[p] = U_h[p] - sum_q N_h[p, q] S[q] over the causal stream's states S
+def delay_read(A, U, S):
+    """The hole stream: S_h[p] = U_h[p] + sum_q A_h[p, q] S[q] over the causal stream's states S
     (B, nc, c, D); a plain product, nothing recurs on S_h."""
     prev = F.pad(S, (0, 0, 0, 0, 1, 0))[:, :-1]                   # the chunk before (zeros first)
-    return U - N @ torch.cat([prev, S], 2)
+    return U + A @ torch.cat([prev, S], 2)
 
 
 def pad_chunks(x, nc, c):
@@ -198,29 +221,30 @@ class DelayMixer(nn.Module):
             self.lam.bias.fill_(math.log(math.expm1(-math.log(lam0))))
 
     def coeffs(self, x):
-        u, b, c = self.in_proj(x).chunk(3, dim=-1)
+        """lambda_m(x), U = B(x) x and the readout gate C(x) = W_C x, each per position."""
+        u, B_x, C_x = self.in_proj(x).chunk(3, dim=-1)
         lam = torch.exp(-F.softplus(self.lam(x)))
-        return lam, b * u, c
+        return lam, B_x * u, C_x
 
     def forward(self, x, S_causal=None):
         """x (B, T, d). Causal stream: S_causal None, returns (y, S) with S (B, nc, c, D).
         Hole stream: reads S_causal at the delays, returns (y, S_causal)."""
         B, T, _ = x.shape
-        lam, U, c_gate = self.coeffs(x)
+        lam, U, C_x = self.coeffs(x)
         c = min(self.c, T)
         nc = -(-T // c)
         # the recursion runs in fp32 (no bf16 triangular solve, and it wants the precision)
         with torch.autocast(x.device.type, enabled=False):
-            N = skew(pad_chunks(-lam.float(), nc, c) @ lag_weights(self.delays.float(), c, self.c - 1))
+            A = skew(pad_chunks(lam.float(), nc, c) @ lag_weights(self.delays.float(), c, self.c - 1))
             U = pad_chunks(U.float(), nc, c)
-            S = delay_scan(N, U) if S_causal is None else delay_read(N, U, S_causal)
-        y = self.out_proj(c_gate * S.view(B, nc * c, -1)[:, :T].to(x.dtype))
+            S = delay_scan(A, U) if S_causal is None else delay_read(A, U, S_causal)
+        y = self.out_proj(C_x * S.view(B, nc * c, -1)[:, :T].to(x.dtype))
         return y, (S if S_causal is None else S_causal)
 
     def step(self, x, ring, t):
         """Position t: x (B, d); ring (B, c, D) holds S[tau] in slot tau % c for the last c
         positions (zeros before the start). Reads the 2n interpolated taps, writes slot t % c."""
-        lam, U, c_gate = self.coeffs(x)
+        lam, U, C_x = self.coeffs(x)
         d = self.delays.float().clamp(1, self.c - 1)
         k0 = d.floor()
         lags = torch.cat([k0, k0 + 1]).long()
@@ -228,7 +252,7 @@ class DelayMixer(nn.Module):
         coef = lam.float().repeat(1, 2) * w                                  # (B, 2n)
         S = (coef.unsqueeze(1) @ ring[:, (t - lags) % self.c]).squeeze(1) + U.float()
         ring[:, t % self.c] = S
-        return self.out_proj(c_gate * S.to(x.dtype))
+        return self.out_proj(C_x * S.to(x.dtype))
 
 
 class FFN(nn.Module):
@@ -265,6 +289,25 @@ class DraftLayer(nn.Module):
 
 
 # ----------------------------------------------------------------------------- revision organ
+def chunk_conv_reference(z, kernels, causal):
+    """Each temporal kernel a (width s) along time, one position and lag at a time: causal
+    out[p] = sum_{k<s} a[k] z[p-k]; bidirectional (holes), centred, out[p] = sum_{j<s} a[j]
+    z[p + j - s//2]; zero outside the sequence. z (B, T, d) -> (B, T, len(kernels) * d), what
+    chunk_conv(z, ripple_matrices(kernels, c, causal), len(kernels), causal) computes."""
+    T = z.shape[1]
+    outs = []
+    for a in kernels:
+        s = a.numel()
+        out = torch.zeros_like(z)
+        for p in range(T):
+            for j in range(s):
+                q = p - j if causal else p + j - s // 2
+                if 0 <= q < T:
+                    out[:, p] += a[j] * z[:, q]
+        outs.append(out)
+    return torch.cat(outs, -1)
+
+
 def ripple_matrices(kernels, c, causal):
     """The temporal kernels as chunk matrices K (n_w * c, W) acting on a window of chunks.
     Causal, W = 2c (previous chunk, own chunk): out[p] = sum_{k<s} a[k] z[p-k]. Bidirectional,

@@ -34,31 +34,14 @@ def model(seed=0, **kw):
     return m.eval()
 
 
-def naive_delay(lam, U, delays, c):
-    """S[p] = sum_m lam_m[p] S[p - d_m] + U[p], S[p - d] interpolated between floor(d), floor(d)+1."""
-    B, T, D = U.shape
-    d = delays.clamp(1, c - 1)
-    S = torch.zeros(B, T, D, dtype=torch.float64)
-    for p in range(T):
-        acc = U[:, p].double()
-        for m in range(len(d)):
-            k0 = int(d[m].floor())
-            f = float(d[m].detach() - k0)
-            for k, w in ((k0, 1 - f), (k0 + 1, f)):
-                if p - k >= 0:
-                    acc = acc + lam[:, p, m:m + 1].double() * w * S[:, p - k]
-        S[:, p] = acc
-    return S
-
-
 @pytest.mark.parametrize('T', [5, 8, 29])   # shorter than, equal to and several chunks (c = 8)
-def test_delay_recursion_matches_naive_loop(T):
+def test_delay_recursion_matches_reference_loop(T):
     m = model()
     mix = m.layers[0].mix
     x = torch.randn(2, T, 16)
     _, S = mix(x)
     lam, U, _ = mix.coeffs(x)
-    ref = naive_delay(lam, U, mix.delays, mix.c)
+    ref = fon.delay_scan_reference(lam, U, mix.delays, mix.c - 1)
     S = S.flatten(1, 2)[:, :T]
     torch.testing.assert_close(S.double(), ref, atol=1e-5, rtol=1e-5)
     # the hole stream: one read of the causal states, no recursion on its own
@@ -67,18 +50,11 @@ def test_delay_recursion_matches_naive_loop(T):
     lam_h, U_h, _ = mix.coeffs(xh)
     c = min(mix.c, T)
     nc = -(-T // c)
-    N_h = fon.skew(fon.pad_chunks(-lam_h, nc, c) @ fon.lag_weights(mix.delays, c, mix.c - 1))
-    S_h = fon.delay_read(N_h, fon.pad_chunks(U_h, nc, c), S_chunks).flatten(1, 2)[:, :T]
+    A_h = fon.skew(fon.pad_chunks(lam_h, nc, c) @ fon.lag_weights(mix.delays, c, mix.c - 1))
+    S_h = fon.delay_read(A_h, fon.pad_chunks(U_h, nc, c), S_chunks).flatten(1, 2)[:, :T]
+    want = fon.delay_scan_reference(lam_h, U_h, mix.delays, mix.c - 1, S_read=ref)
     for p in range(T):
-        want = U_h[:, p].double()
-        d = mix.delays.clamp(1, 7)
-        for j in range(4):
-            k0 = int(d[j].floor())
-            f = float(d[j].detach() - k0)
-            for k, w in ((k0, 1 - f), (k0 + 1, f)):
-                if p - k >= 0:
-                    want = want + lam_h[:, p, j:j + 1].double() * w * ref[:, p - k]
-        torch.testing.assert_close(S_h[:, p].double(), want, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(S_h[:, p].double(), want[:, p], atol=1e-5, rtol=1e-5)
 
 
 def test_ripple_kernels_match_loops():
@@ -88,15 +64,9 @@ def test_ripple_kernels_match_loops():
     a8, a2 = torch.randn(8), torch.randn(2)
     for causal in (True, False):
         out = fon.chunk_conv(z, fon.ripple_matrices([a2, a8], 8, causal), 2, causal)
-        for i, a in enumerate((a2, a8)):
-            s = a.numel()
-            ref = torch.zeros_like(z)
-            for p in range(13):
-                for j in range(s):
-                    q = p - j if causal else p + j - s // 2
-                    if 0 <= q < 13:
-                        ref[:, p] += a[j] * z[:, q]
-            torch.testing.assert_close(out[..., i * 3:(i + 1) * 3], ref, atol=1e-5, rtol=1e-5)
+        ref = fon.chunk_conv_reference(z, [a2, a8], causal)
+        for i in range(2):
+            torch.testing.assert_close(out[..., i * 3:(i + 1) * 3], ref[..., i * 3:(i + 1) * 3], atol=1e-5, rtol=1e-5)
 
 
 def holed_batch(T=24, seed=1):
