@@ -90,7 +90,8 @@ def test_chunked_local_attention_equals_reference_loop(kernel):
             q, k, v = (torch.randn(2, 3, T, 8, dtype=torch.float64) for _ in range(3))
             ld = F.logsigmoid(-torch.randn(2, 3, T, 8, dtype=torch.float64))
             out = local_attention(q, k, v, w, kernel, ld)
-            torch.testing.assert_close(out, local_attention_reference(q, k, v, w, kernel, ld), rtol=1e-10, atol=1e-10)
+            ref = local_attention_reference(q, k, v, w, kernel, ld)
+            torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
 
 
 def test_local_attention_sees_exactly_the_w_most_recent_keys():
