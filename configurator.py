@@ -97,3 +97,30 @@ def check(given, known):
         if isinstance(default, tuple) and isinstance(val, list):
             given[key] = tuple(val)
     return given
+
+
+RANGES = {  # a kind of value: (its test, what is accepted)
+    'positive': (lambda v: v > 0, '> 0'),
+    'non_negative': (lambda v: v >= 0, '>= 0'),
+    'fraction': (lambda v: 0 <= v <= 1, 'between 0 and 1'),
+    'below_one': (lambda v: 0 <= v < 1, 'in [0, 1)'),
+}
+
+
+def check_values(cfg, ranges, choices, none_or):
+    """Values a script cannot run with stop here, with what is accepted. ranges: a kind of RANGES ->
+    its keys; choices: key -> the accepted values; none_or: key -> the type it takes where it is
+    not None (None: derived later, allowed)."""
+    for k, kind in none_or.items():
+        if cfg[k] is not None and (not isinstance(cfg[k], kind) or isinstance(cfg[k], bool) != (kind is bool)):
+            raise ConfigError(f"{k} must be None or {getattr(kind, '__name__', 'a number')}, got {cfg[k]!r}")
+    for name, keys in ranges.items():
+        test, accepted = RANGES[name]
+        for k in keys:
+            if cfg[k] is None and k in none_or:
+                continue
+            if not isinstance(cfg[k], (int, float)) or not test(cfg[k]):
+                raise ConfigError(f"{k} must be {accepted}, got {cfg[k]!r}")
+    for k, ok in choices.items():
+        if cfg[k] not in ok:
+            raise ConfigError(f"{k} must be {' or '.join(map(repr, ok))}, got {cfg[k]!r}")

@@ -28,7 +28,8 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 
-from configurator import ConfigError, check, parse_args
+from configurator import ConfigError, check, check_values, parse_args
+from optim import make_optimizers, set_schedule
 
 # ----------------------------------------------------------------------------- defaults
 # I/O
@@ -130,39 +131,25 @@ def resolve_config(argv, with_given=False):
     return (cfg, given) if with_given else cfg
 
 
-POSITIVE = ('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'log_interval', 'eval_iters',
-            'hole_stride', 'learning_rate', 'eps', 'n_layer', 'n_head', 'n_embd', 'vocab_size', 'lr_decay_iters', 'muon_lr')
-NON_NEGATIVE = ('max_iters', 'warmup_iters', 'min_lr', 'weight_decay', 'grad_clip', 'muon_momentum', 'muon_weight_decay')
-FRACTIONS = ('p_synth', 'p_fill', 'p_hole', 'cooldown_frac', 'dropout')
+CHECKS = {  # what train.py can run with (configurator.RANGES)
+    'positive': ('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'log_interval', 'eval_iters',
+                 'hole_stride', 'learning_rate', 'eps', 'n_layer', 'n_head', 'n_embd', 'vocab_size', 'lr_decay_iters',
+                 'muon_lr'),
+    'non_negative': ('max_iters', 'warmup_iters', 'min_lr', 'weight_decay', 'grad_clip', 'muon_momentum', 'muon_weight_decay'),
+    'fraction': ('p_synth', 'p_fill', 'p_hole', 'cooldown_frac', 'dropout'),
+    'below_one': ('beta1', 'beta2'),
+}
 CHOICES = {'sampler': ('random', 'blocks'), 'schedule': ('cosine', 'constant', 'trapezoid'), 'optimizer': ('adamw', 'muon'),
            'muon_variant': ('torch', 'parcae')}
 NONE_OR = {'compile': bool, 'tf32': bool, 'mask_id': int, 'vocab_size': int, 'lr_decay_iters': int, 'muon_lr': (int, float)}
 
 
 def check_settings(cfg):
-    """Values train.py cannot run with stop here, with what is accepted (None: derived, allowed)."""
-    for k, kind in NONE_OR.items():
-        if cfg[k] is not None and (not isinstance(cfg[k], kind) or isinstance(cfg[k], bool) != (kind is bool)):
-            raise ConfigError(f"{k} must be None or {getattr(kind, '__name__', 'a number')}, got {cfg[k]!r}")
+    check_values(cfg, CHECKS, CHOICES, NONE_OR)
     if cfg['mask_id'] is not None and cfg['mask_id'] < 0:
         raise ConfigError(f"mask_id must be None or a token id >= 0, got {cfg['mask_id']!r}")
     if not cfg['out_dir']:
         raise ConfigError("out_dir must name a folder, got ''")
-    for k in POSITIVE:
-        if cfg.get(k) is not None and cfg[k] <= 0:
-            raise ConfigError(f"{k} must be > 0, got {cfg[k]!r}")
-    for k in NON_NEGATIVE:
-        if cfg[k] < 0:
-            raise ConfigError(f"{k} must be >= 0, got {cfg[k]!r}")
-    for k in FRACTIONS:
-        if not 0 <= cfg[k] <= 1:
-            raise ConfigError(f"{k} must be between 0 and 1, got {cfg[k]!r}")
-    for k in ('beta1', 'beta2'):
-        if not 0 <= cfg[k] < 1:
-            raise ConfigError(f"{k} must be in [0, 1), got {cfg[k]!r}")
-    for k, ok in CHOICES.items():
-        if cfg[k] not in ok:
-            raise ConfigError(f"{k} must be {' or '.join(map(repr, ok))}, got {cfg[k]!r}")
 
 
 def build_model(name, cfg):
@@ -422,185 +409,6 @@ def make_holes(x, y, cfg, mask, g, answers=None):
     return x, y, holes
 
 
-# ----------------------------------------------------------------------------- schedule
-def lr_multiplier(it, cfg):
-    """Learning rate at iteration it as a fraction of the peak (min_lr is scaled alike)."""
-    warm, top, floor = cfg['warmup_iters'], cfg['learning_rate'], cfg['min_lr'] / cfg['learning_rate']
-    if it < warm:
-        return (it + 1) / (warm + 1)
-    if cfg['schedule'] == 'constant':
-        return 1.0
-    if cfg['schedule'] == 'trapezoid':
-        start = cfg['max_iters'] * (1 - cfg['cooldown_frac'])
-        if it < start:
-            return 1.0
-        return 1.0 - (1.0 - floor) * min(1.0, (it - start) / max(1.0, cfg['max_iters'] - start))
-    decay = cfg['lr_decay_iters'] or cfg['max_iters']
-    if it >= decay:
-        return floor
-    ratio = (it - warm) / max(1, decay - warm)
-    return floor + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (1.0 - floor)
-
-
-# ----------------------------------------------------------------------------- optimizers
-# Polar Express (Amsel et al. 2025, arXiv 2505.16932): the odd quintic a x + b x^3 + c x^5 of each
-# of the first five iterations, from the paper (optimal for singular values in [1e-3, 1], with its
-# safety margin), as in nanochat and Parcae's code
-POLAR_EXPRESS = ((8.156554524902461, -22.48329292557795, 15.878769915207462),
-                 (4.042929935166739, -2.808917465908714, 0.5000178451051316),
-                 (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
-                 (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
-                 (2.3465413258596377, -1.7097828382687081, 0.42323551169305323))
-
-
-def polar_express(G, steps=5):
-    """About U V^T for G = U S V^T: each iteration maps every singular value s to a s + b s^3 + c s^5,
-    a new (a, b, c) each time (Newton-Schulz, as in torch.optim.Muon, repeats one). bf16 on CUDA,
-    float32 elsewhere (bf16 matmuls are slow on a CPU)."""
-    X = G.to(torch.bfloat16 if G.is_cuda else torch.float32)
-    tall = X.size(-2) > X.size(-1)
-    if tall:  # X X^T is then the smaller Gram matrix
-        X = X.mT
-    X = X / (X.norm(dim=(-2, -1), keepdim=True) * 1.02 + 1e-6)  # every singular value below 1
-    for a, b, c in POLAR_EXPRESS[:steps]:
-        A = X @ X.mT
-        X = a * X + (b * A + c * A @ A) @ X
-    return X.mT if tall else X
-
-
-class ParcaeMuon(torch.optim.Optimizer):
-    """Muon as Parcae trains its Transformer comparison (Section Q.2; momentum, scaling and decay as
-    the authors' code): Nesterov momentum (an EMA), Polar Express in place of Newton-Schulz, a
-    factored variance reduction (AdaMuon: the orthogonalised update O is divided, along its longer
-    side, by the root of a running mean of its squares, one number per row or column, then rescaled
-    to O's Frobenius norm), lr * sqrt(max(1, rows / cols)) as torch.optim.Muon, and cautious weight
-    decay (Chen et al.: a weight decays only where the update has its sign)."""
-
-    def __init__(self, params, lr=0.02, momentum=0.95, beta2=0.95, weight_decay=0.0, ns_steps=5):
-        super().__init__(params, dict(lr=lr, momentum=momentum, beta2=beta2, weight_decay=weight_decay,
-                                      ns_steps=ns_steps))
-
-    @torch.no_grad()
-    def step(self):
-        for group in self.param_groups:
-            mu, lr, wd = group['momentum'], group['lr'], group['weight_decay']
-            for p in group['params']:
-                if p.grad is None:
-                    continue
-                rows, cols = p.shape
-                along = -1 if rows >= cols else -2   # mean over the shorter side: one v per long-side index
-                state = self.state[p]
-                if not state:
-                    state['momentum_buffer'] = torch.zeros_like(p)
-                    state['second_moment'] = torch.zeros((rows, 1) if along == -1 else (1, cols), device=p.device)
-                buf, v = state['momentum_buffer'], state['second_moment']
-                buf.lerp_(p.grad, 1 - mu)
-                O = polar_express(p.grad.lerp(buf, mu), group['ns_steps']).float()
-                v.lerp_(O.square().mean(dim=along, keepdim=True), 1 - group['beta2'])
-                U = O * v.clamp_min(1e-10).rsqrt()
-                U *= O.norm() / U.norm().clamp_min(1e-10)
-                U += wd * p * (U * p >= 0)
-                p.sub_(U.to(p.dtype), alpha=lr * max(1.0, rows / cols) ** 0.5)
-
-
-class StableAdamW(torch.optim.Optimizer):
-    """AdamW with the RDM recipe's two changes (Parcae Q.1, after Geiping et al.), each switchable:
-    update clipping (Wortsman et al. 2023: a tensor's lr is divided by max(1, RMS(g / sqrt(v_hat))),
-    so a gradient far above its running second moment takes no outsized step) and no epsilon, by
-    Adam-atan2 (Everett et al. 2024: atan2(m_hat, sqrt(v_hat)), bounded by pi/2, 0 where m = v = 0).
-    Decay is decoupled, lr * weight_decay, as torch's AdamW."""
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, update_clipping=True,
-                 atan2=True):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      update_clipping=update_clipping, atan2=atan2))
-
-    @torch.no_grad()
-    def step(self):
-        for group in self.param_groups:
-            (b1, b2), lr = group['betas'], group['lr']
-            for p in group['params']:
-                if p.grad is None:
-                    continue
-                g, state = p.grad, self.state[p]
-                if not state:
-                    state.update(step=0, exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
-                state['step'] += 1
-                t = state['step']
-                m_hat = state['exp_avg'].lerp_(g, 1 - b1) / (1 - b1 ** t)
-                v_hat = state['exp_avg_sq'].lerp_(g.square(), 1 - b2) / (1 - b2 ** t)
-                step_lr = lr
-                if group['update_clipping']:  # v_hat = 0 only where g = 0: that term is 0
-                    rms = (g.square() / v_hat.clamp_min(torch.finfo(v_hat.dtype).tiny)).mean().sqrt()
-                    step_lr = lr / rms.clamp_min(1.0)
-                if group['atan2']:
-                    update = torch.atan2(m_hat, v_hat.sqrt())
-                else:
-                    update = m_hat / (v_hat.sqrt() + group['eps'])
-                p.mul_(1 - step_lr * group['weight_decay'])
-                p.sub_(step_lr * update)
-
-
-def make_optimizers(model, cfg, device_type):
-    """AdamW (+ Muon): the model's own groups when it has optim_groups(), else by shape. The
-    recipe keys cfg lacks (bench.py, tests) take train.py's defaults."""
-    cfg = {**DEFAULTS, **cfg}
-    if hasattr(model, 'optim_groups'):
-        groups = model.optim_groups(cfg['weight_decay'])
-    else:
-        embed = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
-        muon = [] if cfg['optimizer'] != 'muon' else [
-            m.weight for name, m in model.named_modules()
-            if isinstance(m, torch.nn.Linear) and id(m.weight) not in embed and 'lm_head' not in name]
-        mids = {id(p) for p in muon}
-        rest = [p for p in model.parameters() if id(p) not in mids]
-        groups = [{'params': [p for p in rest if p.dim() >= 2], 'weight_decay': cfg['weight_decay']},
-                  {'params': [p for p in rest if p.dim() < 2], 'weight_decay': 0.0},
-                  {'params': muon, 'optimizer': 'muon'}]
-    for g in groups:  # frozen parameters take no step; optimizer='adamw' overrules a model's Muon groups
-        g['params'] = [p for p in g['params'] if p.requires_grad]
-        if cfg['optimizer'] != 'muon':
-            g['optimizer'] = 'adamw'
-    adamw = [g for g in groups if g.get('optimizer', 'adamw') == 'adamw' and g['params']]
-    muon = [g for g in groups if g.get('optimizer', 'adamw') == 'muon' and g['params']]
-    betas = (cfg['beta1'], cfg['beta2'])
-    if cfg['update_clipping'] or cfg['adam_atan2']:
-        opts = [StableAdamW(adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'],
-                            update_clipping=cfg['update_clipping'], atan2=cfg['adam_atan2'])]
-    else:
-        opts = [torch.optim.AdamW(adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'], fused=device_type == 'cuda')]
-    if muon:
-        kw = dict(lr=cfg['muon_lr'] or cfg['learning_rate'], momentum=muon_momentum(0, cfg),
-                  weight_decay=cfg['muon_weight_decay'])
-        if cfg['muon_variant'] == 'parcae':
-            opts.append(ParcaeMuon(muon, beta2=cfg['muon_beta2'], **kw))
-        else:
-            opts.append(torch.optim.Muon(muon, **kw))
-    return opts
-
-
-def muon_momentum(it, cfg):
-    """muon_momentum_start rising linearly to muon_momentum over muon_momentum_warmup iterations
-    (nanochat; Parcae's code: 0.85 -> 0.95 over 300), then constant."""
-    frac = min(1.0, it / cfg['muon_momentum_warmup']) if cfg['muon_momentum_warmup'] > 0 else 1.0
-    return cfg['muon_momentum_start'] + frac * (cfg['muon_momentum'] - cfg['muon_momentum_start'])
-
-
-def set_schedule(opts, it, cfg):
-    """Learning rates (and Muon's decaying weight decay and warming momentum) at iteration it, from
-    the config alone, so a resumed run may change them. A group may carry an 'lr_scale' (optim_groups)."""
-    mult = lr_multiplier(it, cfg)
-    for k, opt in enumerate(opts):
-        peak = cfg['learning_rate'] if k == 0 else (cfg['muon_lr'] or cfg['learning_rate'])
-        for g in opt.param_groups:
-            g['lr'] = peak * mult * g.get('lr_scale', 1.0)
-            if k == 1:
-                decay = max(0.0, 1.0 - it / cfg['max_iters']) if cfg['muon_wd_decay'] else 1.0
-                g['weight_decay'] = cfg['muon_weight_decay'] * decay
-                g['momentum'] = muon_momentum(it, cfg)
-    return mult * cfg['learning_rate']
-
-
 # ----------------------------------------------------------------------------- checkpoints
 def save_checkpoint(path, ckpt):
     """Atomic: a crash mid-write leaves the previous ckpt.pt whole."""
@@ -730,32 +538,118 @@ def trim_log(path, iter_num):
 
 
 # ----------------------------------------------------------------------------- main
+def print_sizes(cfg):
+    """Parameters and FLOPs of a config, built on the meta device: no data, no memory."""
+    cfg['vocab_size'] = dataset_vocab(cfg, read_meta(cfg))[0]
+    with torch.device('meta'):
+        m = build_model(cfg['model'], cfg)
+    print(f"model: {cfg['model']}")
+    print(f"parameters: {m.num_params()}")
+    print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
+
+
+def load_data(cfg, master, ddp, rank, world):
+    """(meta, Batches) once every stream is checked. The synthetic battery is made on the spot,
+    so python train.py works offline."""
+    ds_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
+    if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
+        if master:
+            import prepare_data
+            try:
+                prepare_data.prepare('synthetic', out_dir=cfg['data_dir'])
+            except OSError as e:
+                raise ConfigError(f"cannot write the synthetic data under data_dir {cfg['data_dir']}: {e.strerror or e}")
+        if ddp:
+            torch.distributed.barrier()
+    meta = read_meta(cfg)
+    if meta is None:
+        raise ConfigError(f"{ds_dir}/meta.json not found: prepare the data first (python prepare_data.py {cfg['dataset']})")
+    cfg['vocab_size'], mask = dataset_vocab(cfg, meta)
+    streams = [ds_dir] + ([os.path.join(cfg['data_dir'], cfg['synth_dataset'])] if cfg['p_synth'] > 0 else [])
+    for d in streams:
+        for split in ('train', 'val'):
+            if os.path.isfile(os.path.join(d, f'{split}.bin')):   # Batches names a missing one
+                check_tokens(os.path.join(d, f'{split}.bin'), cfg['block_size'] + 2, cfg['vocab_size'])
+    return meta, Batches(cfg, rank, world, mask)
+
+
+def start_model(cfg, ckpt, master):
+    """The model with the checkpoint's weights (resume), another run's (init_from=DIR) or fresh
+    ones. A new run starts its own log in out_dir; a resumed one trims its log to the checkpoint."""
+    model = build_model(cfg['model'], cfg)
+    if ckpt is not None:
+        load_weights(model, ckpt['model'], os.path.join(cfg['out_dir'], 'ckpt.pt'))
+    elif cfg['init_from'] != 'scratch':
+        src = read_checkpoint(cfg['init_from'])
+        if src['model_name'] != cfg['model']:
+            raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
+        load_weights(model, src['model'], cfg['init_from'])
+    if master and not cfg['eval_only']:
+        log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
+        try:
+            os.makedirs(cfg['out_dir'], exist_ok=True)
+            if ckpt is None:
+                open(log_path, 'w').close()
+            else:
+                trim_log(log_path, ckpt['iter_num'])
+            json.dump(cfg, open(os.path.join(cfg['out_dir'], 'config.json'), 'w'), indent=1, default=str)
+        except OSError as e:
+            raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}")
+    return model
+
+
+@torch.no_grad()
+def estimate_loss(model, batches, cfg, dev, autocast):
+    """Mean train and val loss over eval_iters fixed batches. Under torchrun every rank must take
+    the same checkpoint/NaN decision (saving is collective), so the means are averaged over ranks,
+    which also evaluates on world x eval_iters batches."""
+    model.eval()
+    losses = torch.zeros(2, cfg['eval_iters'], device=dev)   # on dev: nccl reduces only CUDA tensors
+    for i, split in enumerate(('train', 'val')):
+        for k in range(cfg['eval_iters']):
+            x, y, _ = batches.get(split, -1 - k)   # negative iterations: a fixed eval set
+            with autocast:
+                _, loss = model(x.to(dev), y.to(dev))
+            losses[i, k] = loss.float()
+    mean = losses.mean(dim=1)
+    if torch.distributed.is_initialized():
+        torch.distributed.all_reduce(mean)
+        mean /= torch.distributed.get_world_size()
+    model.train()
+    return {'train': mean[0].item(), 'val': mean[1].item()}
+
+
+def save_run(cfg, model, opts, scaler, meta, it, best_val):
+    """ckpt.pt with all an exact resume needs, every rank's RNG state included (collective)."""
+    rng = [torch.get_rng_state()]
+    if torch.distributed.is_initialized():
+        rng = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(rng, torch.get_rng_state())
+    if int(os.environ.get('RANK', 0)) == 0:
+        model_args = {f.name: getattr(model.config, f.name) for f in dataclasses.fields(model.config)}
+        save_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), {
+            'model': model.state_dict(), 'optimizers': [o.state_dict() for o in opts],
+            'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
+            'config': cfg, 'meta': meta, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng})
+
+
+def diverged(what, cfg, last_good):
+    fail(f"{what}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} still holds the last good state (iter {last_good}); "
+         f"resume with --init_from=resume and a lower learning_rate")
+
+
 def main(argv):
     try:
         cfg, given = resolve_config(argv, with_given=True)
         check_settings(cfg)
+        if cfg['dry_run']:
+            return print_sizes(cfg)
     except ConfigError as e:
         fail(e)
 
-    # --- dry run: parameters and FLOPs of a config on the meta device, no data, no memory
-    if cfg['dry_run']:
-        try:
-            meta = read_meta(cfg)
-            cfg['vocab_size'] = dataset_vocab(cfg, meta)[0]
-            with torch.device('meta'):
-                m = build_model(cfg['model'], cfg)
-        except ConfigError as e:
-            fail(e)
-        print(f"model: {cfg['model']}")
-        print(f"parameters: {m.num_params()}")
-        print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
-        return
-
     # --- distributed setup; every check that needs no data comes before any process waits for another
     ddp = int(os.environ.get('RANK', -1)) != -1
-    rank, local_rank, world = 0, 0, 1
-    if ddp:
-        rank, local_rank, world = int(os.environ['RANK']), int(os.environ['LOCAL_RANK']), int(os.environ['WORLD_SIZE'])
+    rank, local_rank, world = [int(os.environ[k]) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE')] if ddp else (0, 0, 1)
     try:
         dev, ptdtype, autocast = resolve_device(cfg['device'], cfg['dtype'])
         if ddp and dev.startswith('cuda'):
@@ -771,7 +665,7 @@ def main(argv):
         if dev.startswith('cuda'):
             torch.cuda.set_device(dev)
     master = rank == 0
-    accum = split_batch(cfg, world)[1]
+    micro_batch, accum = split_batch(cfg, world)
     device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
     use_compile = cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda'
     torch.manual_seed(cfg['seed'] + rank)
@@ -779,65 +673,23 @@ def main(argv):
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
 
-    # --- data (the synthetic battery is made on the spot: python train.py works offline)
-    ds_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
-    if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
-        if master:
-            import prepare_data
-            try:
-                prepare_data.prepare('synthetic', out_dir=cfg['data_dir'])
-            except OSError as e:
-                fail(f"cannot write the synthetic data under data_dir {cfg['data_dir']}: {e.strerror or e}")
-        if ddp:
-            torch.distributed.barrier()
+    # --- data, model, optimizers; a resumed run restores the optimizers, the scaler and its RNG
     try:
-        meta = read_meta(cfg)
-        if meta is None:
-            raise ConfigError(f"{ds_dir}/meta.json not found: prepare the data first (python prepare_data.py {cfg['dataset']})")
-        cfg['vocab_size'], mid = dataset_vocab(cfg, meta)
-        streams = [ds_dir] + ([os.path.join(cfg['data_dir'], cfg['synth_dataset'])] if cfg['p_synth'] > 0 else [])
-        for d in streams:
-            for split in ('train', 'val'):
-                if os.path.isfile(os.path.join(d, f'{split}.bin')):   # Batches names a missing one
-                    check_tokens(os.path.join(d, f'{split}.bin'), cfg['block_size'] + 2, cfg['vocab_size'])
-        batches = Batches(cfg, rank, world, mid)
+        meta, batches = load_data(cfg, master, ddp, rank, world)
+        raw_model = start_model(cfg, ckpt, master).to(dev)
     except ConfigError as e:
         fail(e)
-
-    # --- model and optimizer
-    ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
-    log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
-    iter_num, best_val = (ckpt['iter_num'], ckpt['best_val_loss']) if ckpt is not None else (0, float('inf'))
-    try:
-        raw_model = build_model(cfg['model'], cfg)
-        if ckpt is not None:
-            load_weights(raw_model, ckpt['model'], ckpt_path)
-        elif cfg['init_from'] != 'scratch':
-            src = read_checkpoint(cfg['init_from'])
-            if src['model_name'] != cfg['model']:
-                raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
-            load_weights(raw_model, src['model'], cfg['init_from'])
-        if master and not cfg['eval_only']:
-            os.makedirs(cfg['out_dir'], exist_ok=True)
-            if ckpt is None:
-                open(log_path, 'w').close()    # a new run starts its own log
-            else:
-                trim_log(log_path, iter_num)
-    except ConfigError as e:
-        fail(e)
-    except OSError as e:
-        fail(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}")
-    raw_model.to(dev)
-    model_args = {f.name: getattr(raw_model.config, f.name) for f in dataclasses.fields(raw_model.config)}
     knobs = knob_names(raw_model)
     opts = make_optimizers(raw_model, cfg, device_type)
     scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
+    iter_num, best_val = 0, float('inf')
     if ckpt is not None:
         for opt, state in zip(opts, ckpt['optimizers']):
             opt.load_state_dict(state)
         scaler.load_state_dict(ckpt['scaler'])
         torch.set_rng_state(ckpt['rng'][rank % len(ckpt['rng'])])
-        ckpt = None
+        iter_num, best_val = ckpt['iter_num'], ckpt['best_val_loss']
+    del ckpt    # its tensors
     model = torch.compile(raw_model) if use_compile else raw_model
     if ddp:
         # a model whose parts sit out some steps (FON's revision organ without holes) says so
@@ -845,48 +697,17 @@ def main(argv):
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if device_type == 'cuda' else None,
                                                           find_unused_parameters=unused)
 
+    log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
     tokens_per_iter = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
     flops_per_iter = raw_model.flops_per_token(cfg['block_size']) * tokens_per_iter
     spec = spec_peak_flops(dev, ptdtype)
     peak = (spec or peak_flops(dev, ptdtype)) * world
     if master:
         print(f"model {cfg['model']}: {raw_model.num_params():,} parameters, {tokens_per_iter:,} tokens/iter "
-              f"({world} x {accum} x {split_batch(cfg, world)[0]} x {cfg['block_size']}), device {dev}, "
+              f"({world} x {accum} x {micro_batch} x {cfg['block_size']}), device {dev}, "
               f"dtype {str(ptdtype)[6:]}, tf32 {tf32}, compile {use_compile}, world {world}")
         print(f"mfu against {peak / 1e12:.3g} TFLOP/s: " + ("the spec sheet's dense peak" if spec else
               "the best matmul rate measured now, raised to any faster rate this run reaches (so at most 100%)"))
-        if not cfg['eval_only']:
-            json.dump(cfg, open(os.path.join(cfg['out_dir'], 'config.json'), 'w'), indent=1, default=str)
-
-    @torch.no_grad()
-    def estimate_loss():
-        model.eval()
-        losses = torch.zeros(2, cfg['eval_iters'], device=dev)   # on dev: nccl reduces only CUDA tensors
-        for i, split in enumerate(('train', 'val')):
-            for k in range(cfg['eval_iters']):
-                x, y, _ = batches.get(split, -1 - k)   # negative iterations: a fixed eval set
-                with autocast:
-                    _, loss = model(x.to(dev), y.to(dev))
-                losses[i, k] = loss.float()
-        mean = losses.mean(dim=1)
-        # every rank must take the same checkpoint/NaN decision (checkpoint() is collective), so the
-        # losses are averaged over ranks, which also evaluates on world x eval_iters batches
-        if ddp:
-            torch.distributed.all_reduce(mean)
-            mean /= world
-        model.train()
-        return {'train': mean[0].item(), 'val': mean[1].item()}
-
-    def checkpoint(it):
-        rng = [torch.get_rng_state()]
-        if ddp:
-            rng = [None] * world
-            torch.distributed.all_gather_object(rng, torch.get_rng_state())
-        if master:
-            save_checkpoint(ckpt_path, {
-                'model': raw_model.state_dict(), 'optimizers': [o.state_dict() for o in opts],
-                'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
-                'config': cfg, 'meta': meta, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng})
 
     # --- the loop
     model.train()
@@ -896,8 +717,7 @@ def main(argv):
         lr = set_schedule(opts, iter_num, cfg)
         # a resumed run evaluates where it starts, as its log was trimmed there
         if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
-            losses = estimate_loss()
-            finite = all(math.isfinite(v) for v in losses.values())
+            losses = estimate_loss(model, batches, cfg, dev, autocast)
             if master:
                 print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
             if cfg['eval_only']:    # evaluation writes nothing
@@ -905,12 +725,11 @@ def main(argv):
             if master:
                 log_jsonl(log_path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
                                      'val_loss': losses['val'], 'tokens': iter_num * tokens_per_iter})
-            if not finite:
-                fail(f"eval loss is not finite at iter {iter_num}; {ckpt_path} still holds the last good state "
-                     f"(iter {last_good}); resume with --init_from=resume and a lower learning_rate")
+            if not all(math.isfinite(v) for v in losses.values()):
+                diverged(f"eval loss is not finite at iter {iter_num}", cfg, last_good)
             if losses['val'] < best_val or cfg['always_save_checkpoint']:
                 best_val = min(best_val, losses['val'])
-                checkpoint(iter_num)
+                save_run(cfg, raw_model, opts, scaler, meta, iter_num, best_val)
                 last_good = iter_num
         if iter_num >= cfg['max_iters']:
             break
@@ -938,22 +757,20 @@ def main(argv):
         if iter_num % cfg['log_interval'] == 0 and master:
             lossf = loss.item() * accum
             if not math.isfinite(lossf):
-                fail(f"training loss is {lossf} at iter {iter_num}; {ckpt_path} still holds the last good state "
-                     f"(iter {last_good}); resume with --init_from=resume and a lower learning_rate")
+                diverged(f"training loss is {lossf} at iter {iter_num}", cfg, last_good)
             t1 = time.time()
-            dt_ms = (t1 - t0) * 1000 / (cfg['log_interval'] if iter_num > 0 else 1)
+            dt = (t1 - t0) / (cfg['log_interval'] if iter_num > 0 else 1)
             t0 = t1
-            rate = flops_per_iter / (dt_ms / 1000)
             if spec is None:    # a measured peak is at least any rate the run reaches
-                peak = max(peak, rate)
-            rec = {'kind': 'train', 'iter': iter_num, 'loss': lossf, 'lr': lr, 'ms': dt_ms,
-                   'tokens_per_s': tokens_per_iter / dt_ms * 1000, 'mfu': rate / peak}
+                peak = max(peak, flops_per_iter / dt)
+            rec = {'kind': 'train', 'iter': iter_num, 'loss': lossf, 'lr': lr, 'ms': dt * 1000,
+                   'tokens_per_s': tokens_per_iter / dt, 'mfu': flops_per_iter / dt / peak}
             if cfg['grad_clip'] > 0:
                 rec['grad_norm'] = norm.item()
             if hasattr(raw_model, 'train_stats'):
                 rec.update(raw_model.train_stats())
             extra = ''.join(f", {k} {v:.4g}" for k, v in rec.items() if k not in ('kind', 'iter', 'loss', 'lr', 'ms', 'tokens_per_s', 'mfu'))
-            print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt_ms:.1f}ms, "
+            print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms, "
                   f"{rec['tokens_per_s']:.0f} tok/s, mfu {100 * rec['mfu']:.2f}%{extra}")
             log_jsonl(log_path, rec)
         iter_num += 1
