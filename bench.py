@@ -39,7 +39,7 @@ GPU check (--gpu_check): everything the GPU path needs, in one command of a few 
 CUDA GPU. Every model at a paper shape (GPU_CHECK's configs, batch and length as the config says;
 config files given on the command line replace them) takes `warmup` + `iters` compiled training
 steps in bf16 (dtype auto), counted by dynamo: graphs, the most versions of one function (the
-recompile limit, 8, stops the run as a recompile storm) and the final loss, which must be finite.
+recompile limit, 8, stops that model: a recompile storm) and the final loss, which must be finite.
 For each it records the kernel scaled_dot_product_attention picks for its calls (FLASH_ATTENTION
 where it applies), the incremental decode (KV cache, O(1) state) on the device at two context
 lengths against the full forward's logits, and MFU, tokens/s and peak memory, GPT first, in one
