@@ -553,9 +553,8 @@ def main(argv):
             configs = file_configs(files, opt) if files else shared_configs(registered(opt), opt)
     except ConfigError as e:
         train.fail(e)
-    if dev.startswith('cuda'):
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    if dev.startswith('cuda'):   # as train.py: TF32 unless the run asked for float32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = train.use_tf32({'tf32': None}, ptdtype)
     dname = torch.cuda.get_device_name(dev) if dev.startswith('cuda') else 'CPU'
     print(f"device {dev} ({dname}), dtype {str(ptdtype).split('.')[-1]}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
