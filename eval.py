@@ -34,7 +34,7 @@ when forward takes it), against two no-hole readings of the token p: the same mo
 p-1 on the un-holed input (it reads the other holes' true tokens), and the checkpoint without
 hole fine-tuning (--baseline_from, default the run's init_from) at p-1 on the holed input, the
 LM prior, the paper's baseline; holes at position 0 are left out of all three. --battery: the
-synthetic battery (prepare_data.TASKS: FON's Table 8 six and its five future-dependent tasks), in
+synthetic battery (battery.TASKS: FON's Table 8 six and its five future-dependent tasks), in
 fill mode (the answer's tokens set to the MASK id, argmax at each; a GPT also with full attention,
 causal=False, the bidirectional non-generative control) and by greedy generation after the
 prompt, exact match per task against its chance. With --compare a b c: one table of every run's
@@ -536,21 +536,21 @@ def run_infill(ev):
 def battery_examples(ev, n):
     """(meta, {task: [(prompt, answer, suffix)]}): the synthetic dataset's own val examples when
     the checkpoint was trained on it (or mixed it in with p_synth), else fresh ones from the val seed."""
-    import prepare_data as pd
+    from battery import TASKS, VAL_SEED_OFFSET, synthetic_examples, synthetic_split
     meta = ev.meta
     if ev.tcfg.get('p_synth', 0) > 0:
         meta = train.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': ev.tcfg['synth_dataset']}) or meta
     if 'tasks' in meta and 'n_train' in meta:
-        if meta['tasks'] != list(pd.TASKS):
+        if meta['tasks'] != list(TASKS):
             raise ConfigError(f"the synthetic data was prepared with the tasks {', '.join(meta['tasks'])}, not today's "
-                              f"battery ({', '.join(pd.TASKS)}): prepare it again (python prepare_data.py synthetic)")
-        val = pd.synthetic_split(meta['seed'], meta['n_train'], meta['n_val'])['val']
-        out = {t: [] for t in pd.TASKS}
+                              f"battery ({', '.join(TASKS)}): prepare it again (python prepare_data.py synthetic)")
+        val = synthetic_split(meta['seed'], meta['n_train'], meta['n_val'])['val']
+        out = {t: [] for t in TASKS}
         for t, *ex in val:
             if len(out[t]) < n:
                 out[t].append(tuple(ex))
         return meta, out
-    return meta, {t: pd.synthetic_examples(t, n, 1337 + pd.VAL_SEED_OFFSET) for t in pd.TASKS}
+    return meta, {t: synthetic_examples(t, n, 1337 + VAL_SEED_OFFSET) for t in TASKS}
 
 
 def battery_readings(ev):
@@ -566,9 +566,10 @@ def battery_readings(ev):
 @torch.no_grad()
 def battery_scores(ev):
     """{task: {n, chance, future, <reading>: exact-match rate}} over the battery's val examples."""
-    import prepare_data as pd
+    from battery import CHANCE, FUTURE, encode_example
+    from prepare_data import get_tokenizer
     meta, tasks = battery_examples(ev, ev.opt['battery_n'])
-    encode, _ = pd.get_tokenizer(meta)
+    encode, _ = get_tokenizer(meta)
     mask = meta.get('mask_id', ev.mask_id)
     readings = battery_readings(ev)
     rows = {}
@@ -576,12 +577,12 @@ def battery_scores(ev):
         enc = []
         for p, a, sfx in exs:
             try:
-                ids, pos = pd.encode_example(p, a, encode, suffix=sfx)
+                ids, pos = encode_example(p, a, encode, suffix=sfx)
             except ValueError as e:
                 raise ConfigError(f"battery task {task}: {str(e).splitlines()[0]}")
             if len(ids) <= ev.model.config.block_size:
                 enc.append((ids, pos))
-        row = {'n': len(enc), 'chance': pd.CHANCE[task], 'future': task in pd.FUTURE}
+        row = {'n': len(enc), 'chance': CHANCE[task], 'future': task in FUTURE}
         right = dict.fromkeys(readings, 0)
         groups = {}
         for ids, pos in enc:        # generation: batch examples whose prompts have the same length
@@ -617,13 +618,13 @@ def battery_scores(ev):
 def battery_table(columns, rows, chance):
     """Markdown: one row per task (and the means over Table 8's six and the future-dependent
     five, over the tasks that have a value), one column per (label, reading)."""
-    import prepare_data as pd
+    from battery import FUTURE
     head = '| task | chance | ' + ' | '.join(label for label, _ in columns) + ' |'
     lines = [head, '|' + '---|' * (len(columns) + 2)]
-    groups = [('Table 8 six, mean', [t for t in chance if t not in pd.FUTURE]),
-              ('future-dependent five, mean', [t for t in chance if t in pd.FUTURE])]
+    groups = [('Table 8 six, mean', [t for t in chance if t not in FUTURE]),
+              ('future-dependent five, mean', [t for t in chance if t in FUTURE])]
     for t in chance:
-        name = f'{t} (future)' if t in pd.FUTURE else t
+        name = f'{t} (future)' if t in FUTURE else t
         lines.append(f'| {name} | {chance[t]:.3f} | ' + ' | '.join(f'{rows[t][k]:.3f}' for _, k in columns) + ' |')
     for name, ts in groups:
         if ts:

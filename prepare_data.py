@@ -25,7 +25,7 @@ Sources (NAME):
   fineweb_edu       FineWeb-Edu parquet shards (karpathy/fineweb-edu-100b-shuffle, the reshuffle
                     nanochat trains on): --shards N train shards, the last shard (01822) is val.
                     Reading parquet needs the optional extra pyarrow (pip install pyarrow).
-  synthetic         the offline skill battery below (no download; `python train.py` uses it)
+  synthetic         the offline skill battery of battery.py (no download; `python train.py` uses it)
   any other NAME    with --input FILE: a local text file, first 90% train (--val_frac)
 --input FILE also works for the named sources (offline): a text file (90/10 split), or the
 downloaded archive/folder itself (wikitext-103-raw-v1.zip or its folder, enwik8.zip or enwik8,
@@ -57,27 +57,9 @@ Output folder: data/NAME with the source's default tokenizer, else data/NAME_<to
 data/synthetic_gpt2, the p_synth partner of data/wikitext103. A custom NAME given with --input
 is always written to data/NAME. dataset_dirname() computes the folder name.
 
-The synthetic battery: TASKS, the FON paper's Table 8 tasks and its future-dependent fill tasks
-(the paper names them and gives mem_s4's chance, 0.25; the definitions are ours). One example per
-line, prompt + answer + suffix + "\n":
-    mems4 b=2 d=6 s=1 q=3 <6-14 filler words> ? d = 6   long-range retrieval, 4 stored values
-    meml 4 <10-20 filler words> = 4                     long-range memory of one digit
-    add 36+69 = 105          statel 6 -9 -5 +8 = 0 (a counter mod 10)          cmp 822 395 = >
-    sortrel 7 9 1 4 ? 9 = 4  (the queried digit's rank in the sorted list)
-In those six the prompt holds everything the answer needs. In FUTURE (ind_r, state_inv, perm_h1,
-mem_r, trans_r) the answer comes before what decides it, so a causal reader is at chance:
-    indr 21x = 21x           stateinv 1 +6 +2 -2 = 7 (the start)    permh1 1 6 5 2 3 0 4 (missing)
-    memr h = 3 ? i=6 h=3     transr t n = < ? v<n t<v
-CHANCE is a uniform guess among the answers the task's format allows. The prompt does not end
-with a space and the answer and any suffix start with one, so the prompt's tokens (and those of
-prompt + answer) are a prefix of the example's under every tokenizer (GPT-2's pre-tokenizer
-splits before the space): eval.py scores the answer causally (generate after the prompt) and in
-fill mode (the answer's tokens replaced by mask_id), see encode_example(). {split}_answers.bin
-marks each token of the stream that belongs to an answer (uint8, 1), so hole fine-tuning can hole
-the answer spans: the task-given holes. synthetic_examples(task, n, seed) is deterministic;
-the dataset's train examples use --seed, its val examples seed + VAL_SEED_OFFSET, with every val
-example whose text occurs in train dropped (so the shortest instances, e.g. short permutations,
-which train covers completely, are rarer in val). synthetic_split() rebuilds exactly those examples.
+The synthetic battery (battery.py: FON's Table 8 tasks and its future-dependent fill tasks) is
+written one example per line, its answer spans marked in {split}_answers.bin (uint8, 1 per
+answer token) for hole fine-tuning; train examples from --seed, val from seed + VAL_SEED_OFFSET.
 Default tokenizer char over a fixed alphabet, with mask_id = vocab_size and mask_token '_'.
 
 In-process: prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, ...) -> folder
@@ -90,7 +72,6 @@ import io
 import itertools
 import json
 import os
-import random
 import re
 import sys
 import zipfile
@@ -102,6 +83,8 @@ import numpy as np
 import requests
 import tiktoken
 from tqdm import tqdm
+
+from battery import SYNTH_CHARS, SYNTH_MASK_TOKEN, TASKS, VAL_SEED_OFFSET, synthetic_ids, synthetic_split
 
 TOKENIZERS = ('gpt2', 'byte', 'char')
 ROW_SEP = 256  # the byte tokenizer's row separator
@@ -210,167 +193,6 @@ def get_tokenizer(meta):
 
 
 # -----------------------------------------------------------------------------
-# the synthetic skill battery
-
-LETTERS = 'abcdefghijklmnopqrstuvwxyz'
-DIGITS = '0123456789'
-SYNTH_CHARS = sorted(set(LETTERS + DIGITS + ' =?+-<>\n'))  # the fixed char alphabet of the battery
-SYNTH_MASK_TOKEN = '_'
-VAL_SEED_OFFSET = 1_000_003
-
-
-def _words(rng, lo, hi):
-    """Filler between what a long-range task stores and where it asks: random 3-letter words."""
-    return ' '.join(''.join(rng.choices(LETTERS, k=3)) for _ in range(rng.randint(lo, hi)))
-
-
-def _ops(rng, lo, hi):
-    return [s + d for s, d in zip(rng.choices('+-', k=hi), rng.choices(DIGITS[1:], k=hi))][:rng.randint(lo, hi)]
-
-
-# Table 8's six tasks: everything the answer needs is in the prompt (left of the answer)
-
-def _mem_s4(rng):
-    keys, vals = rng.sample(LETTERS, 4), rng.sample(DIGITS, 4)
-    q = rng.randrange(4)
-    store = ' '.join(f'{k}={v}' for k, v in zip(keys, vals))
-    return f'mems4 {store} {_words(rng, 6, 14)} ? {keys[q]} =', ' ' + vals[q], ''
-
-
-def _mem_l(rng):
-    v = rng.choice(DIGITS)
-    return f'meml {v} {_words(rng, 10, 20)} =', ' ' + v, ''
-
-
-def _add(rng):
-    a, b = rng.randrange(100), rng.randrange(100)
-    return f'add {a}+{b} =', f' {a + b}', ''
-
-
-def _state_l(rng):
-    x = start = rng.randrange(10)
-    ops = _ops(rng, 4, 8)
-    for op in ops:
-        x = (x + int(op)) % 10
-    return f'statel {start} ' + ' '.join(ops) + ' =', f' {x}', ''
-
-
-def _sort_rel(rng):
-    xs = rng.sample(DIGITS, rng.randint(3, 6))
-    q = rng.choice(xs)
-    return 'sortrel ' + ' '.join(xs) + f' ? {q} =', f' {sorted(xs).index(q) + 1}', ''
-
-
-def _cmp(rng):
-    a = rng.randrange(1000)
-    b = a if rng.random() < 0.1 else rng.randrange(1000)  # equal pairs would be rare by chance
-    return f'cmp {a} {b} =', ' ' + ('<' if a < b else '>' if a > b else '='), ''
-
-
-# the future-dependent fill tasks: the prompt says nothing about the answer, the suffix decides it
-
-def _ind_r(rng):
-    s = ''.join(rng.choices(LETTERS + DIGITS, k=rng.randint(2, 4)))
-    return 'indr', ' ' + s, ' = ' + s
-
-
-def _state_inv(rng):
-    start = rng.randrange(10)
-    ops = _ops(rng, 2, 4)
-    return 'stateinv', f' {start}', ' ' + ' '.join(ops) + f' = {(start + sum(int(o) for o in ops)) % 10}'
-
-
-def _perm_h1(rng):
-    k = rng.randint(4, 8)
-    xs = rng.sample(DIGITS[:k], k)
-    return 'permh1', ' ' + xs[0], ' ' + ' '.join(xs[1:])
-
-
-def _mem_r(rng):
-    n = rng.randint(2, 4)
-    keys, vals = rng.sample(LETTERS, n), rng.choices(DIGITS, k=n)
-    q = rng.randrange(n)
-    return f'memr {keys[q]} =', ' ' + vals[q], ' ? ' + ' '.join(f'{k}={v}' for k, v in zip(keys, vals))
-
-
-def _trans_r(rng):
-    a, b, c = rng.sample(LETTERS, 3)
-    facts = [f'{a}<{b}', f'{b}<{c}']
-    rng.shuffle(facts)
-    x, y = (a, c) if rng.random() < 0.5 else (c, a)
-    return f'transr {x} {y} =', ' <' if x == a else ' >', ' ? ' + ' '.join(facts)
-
-
-TASKS = {'mem_s4': _mem_s4, 'mem_l': _mem_l, 'add': _add, 'state_l': _state_l, 'sort_rel': _sort_rel, 'cmp': _cmp,
-         'ind_r': _ind_r, 'state_inv': _state_inv, 'perm_h1': _perm_h1, 'mem_r': _mem_r, 'trans_r': _trans_r}
-FUTURE = ('ind_r', 'state_inv', 'perm_h1', 'mem_r', 'trans_r')   # the answer depends on text after it
-# chance: the accuracy of a uniform guess among the answers the task's format allows, which is all
-# a model can do without the evidence (for FUTURE tasks: all a causal model can do)
-CHANCE = {'mem_s4': 1 / 4, 'mem_l': 1 / 10, 'add': 1 / 199, 'state_l': 1 / 10,
-          'sort_rel': sum(1 / k for k in range(3, 7)) / 4, 'cmp': 1 / 3,
-          'ind_r': sum(36.0 ** -k for k in range(2, 5)) / 3, 'state_inv': 1 / 10,
-          'perm_h1': sum(1 / k for k in range(4, 9)) / 5, 'mem_r': 1 / 10, 'trans_r': 1 / 2}
-
-
-def synthetic_examples(task, n, seed):
-    """n (prompt, answer, suffix) triples of one task, deterministic in (task, seed); a prefix of
-    the list for a larger n. The example's text is prompt + answer + suffix + '\\n'."""
-    if task not in TASKS:
-        raise ValueError(f'unknown synthetic task {task!r}; tasks: {", ".join(TASKS)}')
-    rng = random.Random(f'{task}/{seed}')
-    return [TASKS[task](rng) for _ in range(n)]
-
-
-def synthetic_split(seed, n_train, n_val):
-    """The synthetic dataset's examples: {'train': [(task, prompt, answer, suffix)], 'val': [...]}.
-    Tasks in equal shares; train shuffled by seed; val from seed + VAL_SEED_OFFSET without any
-    example whose text is in train."""
-    def share(n, i):
-        return n // len(TASKS) + (i < n % len(TASKS))
-    train = [(t, *ex) for i, t in enumerate(TASKS) for ex in synthetic_examples(t, share(n_train, i), seed)]
-    random.Random(seed).shuffle(train)
-    seen = {''.join(ex[1:]) for ex in train}
-    val = []
-    for i, t in enumerate(TASKS):
-        k = share(n_val, i)
-        fresh = [(t, *ex) for ex in synthetic_examples(t, 4 * k + 100, seed + VAL_SEED_OFFSET)
-                 if ''.join(ex) not in seen][:k]
-        if len(fresh) < k:
-            raise DataError(f'synthetic task {t}: only {len(fresh)} of {k} val examples are not in train')
-        val += fresh
-    random.Random(seed + VAL_SEED_OFFSET).shuffle(val)
-    return {'train': train, 'val': val}
-
-
-def encode_example(prompt, answer, encode, mask_id=None, suffix=''):
-    """(ids of prompt + answer + suffix + '\\n', answer positions); with mask_id the answer's ids
-    are replaced by it (fill mode). encode is get_tokenizer(meta)[0]. The answer and a nonempty
-    suffix start with a space, so the ids of the prompt (and of prompt + answer) are a prefix of
-    the example's under every tokenizer (GPT-2's pre-tokenizer splits before a space)."""
-    ids = encode(prompt + answer + suffix + '\n')
-    head, upto = encode(prompt), encode(prompt + answer)
-    if ids[:len(head)] != head or ids[:len(upto)] != upto:
-        raise ValueError('the prompt or answer does not tokenize as a prefix of the example')
-    start, end = len(head), len(upto)
-    if mask_id is not None:
-        ids = ids[:start] + [mask_id] * (end - start) + ids[end:]
-    return ids, list(range(start, end))
-
-
-def synthetic_ids(examples, encode):
-    """The token stream of the examples and, per token, 1 where it belongs to an answer: the span
-    that fill mode masks and hole fine-tuning holes (the task-given holes of FON's protocol)."""
-    ids, answer = [], []
-    for _, p, a, s in examples:
-        x, pos = encode_example(p, a, encode, suffix=s)
-        mark = [0] * len(x)
-        for i in pos:
-            mark[i] = 1
-        ids += x
-        answer += mark
-    return np.array(ids, dtype=np.uint16), np.array(answer, dtype=np.uint8)
-
-
 # -----------------------------------------------------------------------------
 # downloads
 
@@ -770,9 +592,12 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
     if name == 'synthetic':
         if n_train < 1 or n_val < 1:
             raise DataError('--n_train and --n_val must be positive')
-        examples = synthetic_split(seed, n_train, n_val)
+        try:
+            examples = synthetic_split(seed, n_train, n_val)
+        except ValueError as e:
+            raise DataError(str(e)) from None
         splits = {s: Split(lambda ex=ex: [''.join(''.join(e[1:]) + '\n' for e in ex)]) for s, ex in examples.items()}
-        meta.update(source='synthetic skill battery (prepare_data.synthetic_split)', tasks=list(TASKS),
+        meta.update(source='synthetic skill battery (battery.synthetic_split)', tasks=list(TASKS),
                     seed=seed, val_seed=seed + VAL_SEED_OFFSET, n_train=n_train, n_val=n_val,
                     split='train: seed; val: seed + VAL_SEED_OFFSET, minus examples in train')
     else:

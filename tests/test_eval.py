@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import ROOT
+import battery
 import eval as ev
 import prepare_data
 import train
@@ -124,10 +125,10 @@ def test_infill_and_battery(runs, tmp_path):
     assert inf['pretrained'] == runs['gpt']
     assert inf['series'] == 1                        # one bar group: fill and the two no-hole readings
     bat = json.load(open(tmp_path / 'battery.json'))
-    assert list(bat['tasks']) == list(prepare_data.TASKS)
+    assert list(bat['tasks']) == list(battery.TASKS)
     assert bat['readings'] == ['fill', 'fill_bidirectional', 'generate']     # GPT: also full attention
     for t, r in bat['tasks'].items():
-        assert r['chance'] == prepare_data.CHANCE[t] and r['future'] == (t in prepare_data.FUTURE)
+        assert r['chance'] == battery.CHANCE[t] and r['future'] == (t in battery.FUTURE)
         if t in ('mem_s4', 'mem_l'):                 # long range: no example fits block_size 32
             assert r['n'] == 0 and all(r[k] is None for k in bat['readings'])
         else:
@@ -149,7 +150,7 @@ def test_battery_compare_is_table_8s_layout(runs, tmp_path):
                                                       'parcae (parcae, fill)']
     assert bat['series'] == 4 and res['compare']['battery']['table'] == bat['table']
     lines = bat['table'].splitlines()
-    assert len(lines) == 2 + len(prepare_data.TASKS) + 2 and lines[-1].startswith('| future-dependent five, mean')
+    assert len(lines) == 2 + len(battery.TASKS) + 2 and lines[-1].startswith('| future-dependent five, mean')
     assert all(line.rstrip(' |').endswith('nan') for line in lines[2:])
     assert not lines[4].split('|')[3].strip() == 'nan'             # add: the GPT's causal fill
 

@@ -334,6 +334,7 @@ def test_hole_finetuning_holes_the_answer_spans_of_synthetic_tasks(tmp_path):
     """The paper's two kinds of holes: a holed synthetic sequence has exactly its answer spans
     holed (task-given), whether synthetic is the dataset or mixed in with p_synth; a text sequence
     gets stride-8 self-holing."""
+    import battery
     import prepare_data
     import train
     from conftest import make_char_dataset
@@ -342,7 +343,7 @@ def test_hole_finetuning_holes_the_answer_spans_of_synthetic_tasks(tmp_path):
     d = prepare_data.prepare('synthetic', out_dir=data, n_train=1100, n_val=220, quiet=True)
     meta = json.load(open(os.path.join(d, 'meta.json')))
     _, decode = prepare_data.get_tokenizer(meta)
-    examples = {''.join(e[1:]): e[1:] for e in prepare_data.synthetic_split(1337, 1100, 220)['train']}
+    examples = {''.join(e[1:]): e[1:] for e in battery.synthetic_split(1337, 1100, 220)['train']}
     cfg = {**train.DEFAULTS, 'data_dir': data, 'batch_size': 8, 'block_size': 64, 'p_fill': 1.0}
     for extra in ({'dataset': 'synthetic'}, {'dataset': 'tiny', 'p_synth': 1.0, 'synth_dataset': 'synthetic'}):
         batches = train.Batches({**cfg, **extra}, mask=meta['mask_id'])

@@ -18,6 +18,7 @@ import requests
 import tiktoken
 from tiktoken_ext.openai_public import r50k_pat_str
 
+import battery as B
 import prepare_data as P
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -372,7 +373,7 @@ def check_answer(task, prompt, answer, suffix=''):
     assert answer.startswith(' ') and not prompt.endswith(' ') and (suffix == '' or suffix.startswith(' '))
     words, a, after = prompt.split(), answer[1:], suffix.split()
     assert words[0] == task.replace('_', '')
-    assert (suffix != '') == (task in P.FUTURE)
+    assert (suffix != '') == (task in B.FUTURE)
     if task == 'mem_s4':
         pairs = dict(w.split('=') for w in words[1:5])
         assert len(pairs) == len(set(pairs.values())) == 4 and words[-3] == '?' and len(words) > 11
@@ -406,41 +407,41 @@ def check_answer(task, prompt, answer, suffix=''):
 
 
 def test_synthetic_answers_are_right():
-    assert list(P.TASKS) == ['mem_s4', 'mem_l', 'add', 'state_l', 'sort_rel', 'cmp',      # Table 8
+    assert list(B.TASKS) == ['mem_s4', 'mem_l', 'add', 'state_l', 'sort_rel', 'cmp',      # Table 8
                              'ind_r', 'state_inv', 'perm_h1', 'mem_r', 'trans_r']         # future-dependent
-    assert P.CHANCE['mem_s4'] == 0.25 and set(P.CHANCE) == set(P.TASKS)
-    for task in P.TASKS:
-        ex = P.synthetic_examples(task, 400, seed=3)
+    assert B.CHANCE['mem_s4'] == 0.25 and set(B.CHANCE) == set(B.TASKS)
+    for task in B.TASKS:
+        ex = B.synthetic_examples(task, 400, seed=3)
         assert all(check_answer(task, *e) for e in ex), task
-        assert all(set(''.join(e) + '\n') <= set(P.SYNTH_CHARS) for e in ex)
-        assert ex == P.synthetic_examples(task, 400, seed=3) and ex[:50] == P.synthetic_examples(task, 50, seed=3)
-        assert ex != P.synthetic_examples(task, 400, seed=4)
+        assert all(set(''.join(e) + '\n') <= set(B.SYNTH_CHARS) for e in ex)
+        assert ex == B.synthetic_examples(task, 400, seed=3) and ex[:50] == B.synthetic_examples(task, 50, seed=3)
+        assert ex != B.synthetic_examples(task, 400, seed=4)
         answers = {}
         for p, a, _ in ex:
             answers.setdefault(p, set()).add(a)
         # future-dependent: one prompt, several answers (the left context cannot decide); else a function
-        assert any(len(v) > 1 for v in answers.values()) == (task in P.FUTURE), task
-    adds = P.synthetic_examples('add', 400, seed=3)
+        assert any(len(v) > 1 for v in answers.values()) == (task in B.FUTURE), task
+    adds = B.synthetic_examples('add', 400, seed=3)
     assert max(len(a) for _, a, _ in adds) == 4  # two-digit sums with carries
     with pytest.raises(ValueError, match='mem_s4'):
-        P.synthetic_examples('nope', 1, 0)
+        B.synthetic_examples('nope', 1, 0)
 
 
 def test_synthetic_dataset(tmp_path):
     d = P.prepare('synthetic', out_dir=str(tmp_path), seed=7, n_train=3300, n_val=660, quiet=True)
     assert d == str(tmp_path / 'synthetic')
     meta, bins = load(d)
-    assert meta['tokenizer'] == 'char' and meta['itos'] == P.SYNTH_CHARS and meta['vocab_size'] == len(P.SYNTH_CHARS)
+    assert meta['tokenizer'] == 'char' and meta['itos'] == B.SYNTH_CHARS and meta['vocab_size'] == len(B.SYNTH_CHARS)
     assert meta['mask_id'] == meta['vocab_size'] and meta['mask_token'] == '_'
-    assert meta['tasks'] == list(P.TASKS) and (meta['seed'], meta['n_train'], meta['n_val']) == (7, 3300, 660)
+    assert meta['tasks'] == list(B.TASKS) and (meta['seed'], meta['n_train'], meta['n_val']) == (7, 3300, 660)
     encode, decode = P.get_tokenizer(meta)
     lines = {s: decode(b.tolist()).split('\n')[:-1] for s, b in bins.items()}
     assert len(lines['train']) == 3300 and len(lines['val']) == 660
     assert not set(lines['train']) & set(lines['val'])  # disjoint
-    ex = P.synthetic_split(7, 3300, 660)
+    ex = B.synthetic_split(7, 3300, 660)
     for s in ('train', 'val'):
         tasks = [line.split()[0] for line in lines[s]]
-        assert {t: tasks.count(t.replace('_', '')) for t in P.TASKS} == {t: len(lines[s]) // 11 for t in P.TASKS}
+        assert {t: tasks.count(t.replace('_', '')) for t in B.TASKS} == {t: len(lines[s]) // 11 for t in B.TASKS}
         assert [''.join(e[1:]) for e in ex[s]] == lines[s]  # eval.py can rebuild the exact examples
         assert all(check_answer(*e) for e in ex[s])
         # the answer spans, token by token: exactly the answers, in order (the task-given holes)
@@ -463,23 +464,23 @@ def test_synthetic_dataset(tmp_path):
 def test_synthetic_fill_mode_positions(tmp_path, small_bpe):
     char = P.get_tokenizer(json.load(open(os.path.join(
         P.prepare('synthetic', out_dir=str(tmp_path), n_train=66, n_val=11, quiet=True), 'meta.json'))))[0]
-    ids, pos = P.encode_example('add 12+30 =', ' 42', char, mask_id=44)
+    ids, pos = B.encode_example('add 12+30 =', ' 42', char, mask_id=44)
     assert ids == char('add 12+30 =') + [44, 44, 44] + char('\n') and pos == [11, 12, 13]
-    ids, pos = P.encode_example('indr', ' k3', char, mask_id=44, suffix=' = k3')     # the answer mid-line
+    ids, pos = B.encode_example('indr', ' k3', char, mask_id=44, suffix=' = k3')     # the answer mid-line
     assert ids == char('indr') + [44, 44, 44] + char(' = k3\n') and pos == [4, 5, 6]
     # under GPT-2's pre-tokenizer the prompt's and the answer's tokens are a prefix for every task
     gpt2 = P.get_tokenizer({'tokenizer': 'gpt2', 'vocab_size': small_bpe.n_vocab})[0]
-    for task in P.TASKS:
-        for p, a, s in P.synthetic_examples(task, 30, seed=1):
-            ids, pos = P.encode_example(p, a, gpt2, suffix=s)
+    for task in B.TASKS:
+        for p, a, s in B.synthetic_examples(task, 30, seed=1):
+            ids, pos = B.encode_example(p, a, gpt2, suffix=s)
             assert gpt2(p) == ids[:pos[0]] and small_bpe.decode(ids[pos[0]:pos[-1] + 1]) == a
             assert small_bpe.decode(ids[pos[-1] + 1:]) == s + '\n'
     d = P.prepare('synthetic', tokenizer='gpt2', out_dir=str(tmp_path), n_train=66, n_val=11, quiet=True)
     assert os.path.basename(d) == 'synthetic_gpt2'
     meta, bins = load(d)
     assert meta['vocab_size'] == small_bpe.n_vocab and meta['mask_id'] == small_bpe.n_vocab
-    ex = P.synthetic_split(1337, 66, 11)['val']
-    assert bins['val'].tolist() == sum((P.encode_example(p, a, gpt2, suffix=s)[0] for _, p, a, s in ex), [])
+    ex = B.synthetic_split(1337, 66, 11)['val']
+    assert bins['val'].tolist() == sum((B.encode_example(p, a, gpt2, suffix=s)[0] for _, p, a, s in ex), [])
 
 
 def test_names_and_missing_pyarrow(tmp_path, monkeypatch):
