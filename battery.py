@@ -8,8 +8,10 @@ line, prompt + answer + suffix + "\n":
     sortrel 7 9 1 4 ? 9 = 4  (the queried digit's rank in the sorted list)
 In those six the prompt holds everything the answer needs. In FUTURE (ind_r, state_inv, perm_h1,
 mem_r, trans_r) the answer comes before what decides it, so a causal reader is at chance:
-    indr 21x = 21x           stateinv 1 +6 +2 -2 = 7 (the start)    permh1 1 6 5 2 3 0 4 (missing)
-    memr h = 3 ? i=6 h=3     transr t n = < ? v<n t<v
+    indr 2xq = 2xq           stateinv 1 +6 -2 +3 = 8 (the start)    permh1 1 5 2 7 3 0 6 4 (missing)
+    memr h = 3 ? i=6 h=3     transr t n = < ? t<v v<n
+with that evidence laid out the same way every time within 14 characters after the answer, the
+reach of FON's bidirectional ripple kernels (width 32, centred).
 CHANCE is a uniform guess among the answers the task's format allows. The prompt does not end
 with a space and the answer and any suffix start with one, so the prompt's tokens (and those of
 prompt + answer) are a prefix of the example's under every tokenizer (GPT-2's pre-tokenizer
@@ -18,8 +20,8 @@ fill mode (the answer's tokens replaced by mask_id), see encode_example(). {spli
 marks each token of the stream that belongs to an answer (uint8, 1), so hole fine-tuning can hole
 the answer spans: the task-given holes. synthetic_examples(task, n, seed) is deterministic;
 `prepare_data.py synthetic` writes train examples from --seed and val examples from seed +
-VAL_SEED_OFFSET, with every val example whose text occurs in train dropped (so the shortest
-instances, e.g. short permutations, which train covers completely, are rarer in val).
+VAL_SEED_OFFSET, with every val example whose text occurs in train dropped (so the instances
+of small spaces, e.g. 2-digit sums, which train covers, are rarer in val).
 synthetic_split() rebuilds exactly those examples.
 """
 import random
@@ -81,38 +83,36 @@ def _cmp(rng):
     return f'cmp {a} {b} =', ' ' + ('<' if a < b else '>' if a > b else '='), ''
 
 
-# the future-dependent fill tasks: the prompt says nothing about the answer, the suffix decides it
+# the future-dependent fill tasks: the prompt says nothing about the answer, the suffix decides it,
+# laid out the same way every time within 14 characters after the answer (the reach of FON's
+# bidirectional ripple kernels)
 
 def _ind_r(rng):
-    s = ''.join(rng.choices(LETTERS + DIGITS, k=rng.randint(2, 4)))
+    s = ''.join(rng.choices(LETTERS + DIGITS, k=3))
     return 'indr', ' ' + s, ' = ' + s
 
 
 def _state_inv(rng):
     start = rng.randrange(10)
-    ops = _ops(rng, 2, 4)
+    ops = _ops(rng, 3, 3)
     return 'stateinv', f' {start}', ' ' + ' '.join(ops) + f' = {(start + sum(int(o) for o in ops)) % 10}'
 
 
 def _perm_h1(rng):
-    k = rng.randint(4, 8)
-    xs = rng.sample(DIGITS[:k], k)
+    xs = rng.sample(DIGITS[:8], 8)
     return 'permh1', ' ' + xs[0], ' ' + ' '.join(xs[1:])
 
 
 def _mem_r(rng):
-    n = rng.randint(2, 4)
-    keys, vals = rng.sample(LETTERS, n), rng.choices(DIGITS, k=n)
-    q = rng.randrange(n)
+    keys, vals = rng.sample(LETTERS, 2), rng.choices(DIGITS, k=2)
+    q = rng.randrange(2)
     return f'memr {keys[q]} =', ' ' + vals[q], ' ? ' + ' '.join(f'{k}={v}' for k, v in zip(keys, vals))
 
 
 def _trans_r(rng):
     a, b, c = rng.sample(LETTERS, 3)
-    facts = [f'{a}<{b}', f'{b}<{c}']
-    rng.shuffle(facts)
     x, y = (a, c) if rng.random() < 0.5 else (c, a)
-    return f'transr {x} {y} =', ' <' if x == a else ' >', ' ? ' + ' '.join(facts)
+    return f'transr {x} {y} =', ' <' if x == a else ' >', f' ? {a}<{b} {b}<{c}'
 
 
 TASKS = {'mem_s4': _mem_s4, 'mem_l': _mem_l, 'add': _add, 'state_l': _state_l, 'sort_rel': _sort_rel, 'cmp': _cmp,
@@ -122,8 +122,7 @@ FUTURE = ('ind_r', 'state_inv', 'perm_h1', 'mem_r', 'trans_r')   # the answer de
 # a model can do without the evidence (for FUTURE tasks: all a causal model can do)
 CHANCE = {'mem_s4': 1 / 4, 'mem_l': 1 / 10, 'add': 1 / 199, 'state_l': 1 / 10,
           'sort_rel': sum(1 / k for k in range(3, 7)) / 4, 'cmp': 1 / 3,
-          'ind_r': sum(36.0 ** -k for k in range(2, 5)) / 3, 'state_inv': 1 / 10,
-          'perm_h1': sum(1 / k for k in range(4, 9)) / 5, 'mem_r': 1 / 10, 'trans_r': 1 / 2}
+          'ind_r': 1 / 36 ** 3, 'state_inv': 1 / 10, 'perm_h1': 1 / 8, 'mem_r': 1 / 10, 'trans_r': 1 / 2}
 
 
 def synthetic_examples(task, n, seed):
