@@ -28,7 +28,7 @@ num_recur (or with --fit=True) the fit L(T) = L_inf + Z exp(-z T) (Parcae sectio
 squares, a grid over z with (L_inf, Z) solved linearly for each z, then a golden-section refine).
 --extrapolate: loss at each eval length on non-overlapping val blocks (same targets budget per
 length); a model with learned positions cannot go past its table: NaN with a note. --infill:
-holes made with train.py's make_holes on the val eval set (every sequence holed, the
+holes made with dataloader.make_holes on the val eval set (every sequence holed, the
 checkpoint's hole_stride and p_hole); full-vocabulary argmax hit rate at the holes (holes= passed
 when forward takes it), against two no-hole readings of the token p: the same model's argmax at
 p-1 on the un-holed input (it reads the other holes' true tokens), and the checkpoint without
@@ -51,6 +51,7 @@ import torch.nn.functional as F
 
 import train
 from configurator import ConfigError, check, parse_args
+from dataloader import make_holes
 
 # ----------------------------------------------------------------------------- defaults
 out_dir = 'out'
@@ -492,7 +493,7 @@ def run_infill(ev):
     for k in range(ev.tcfg['eval_iters']):
         x, y, _ = b.get(ev.opt['split'], -1 - k)
         g = b.generator('infill', k)
-        _, _, holes = train.make_holes(x, y, cfg, ev.mask_id, g)
+        _, _, holes = make_holes(x, y, cfg, ev.mask_id, g)
         holes[:, 0] = False    # no p-1 to compare with at position 0
         xh = x.masked_fill(holes, ev.mask_id)
         if not holes.any():

@@ -8,8 +8,8 @@ import torch
 
 import fon
 from configurator import parse_args
+from dataloader import make_holes
 from fon import FON, FONConfig
-from train import make_holes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MASK = 39
