@@ -537,15 +537,20 @@ def run_infill(ev):
 def battery_examples(ev, n):
     """(meta, {task: [(prompt, answer, suffix)]}): the synthetic dataset's own val examples when
     the checkpoint was trained on it (or mixed it in with p_synth), else fresh ones from the val seed."""
-    from battery import TASKS, VAL_SEED_OFFSET, synthetic_examples, synthetic_split
-    meta = ev.meta
+    from battery import TASKS, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
+    from prepare_data import get_tokenizer
+    meta, name = ev.meta, ev.tcfg['dataset']
     if ev.tcfg.get('p_synth', 0) > 0:
-        meta = train.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': ev.tcfg['synth_dataset']}) or meta
+        name = ev.tcfg['synth_dataset']
+        meta = train.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': name}) or meta
     if 'tasks' in meta and 'n_train' in meta:
-        if meta['tasks'] != list(TASKS):
-            raise ConfigError(f"the synthetic data was prepared with the tasks {', '.join(meta['tasks'])}, not today's "
-                              f"battery ({', '.join(TASKS)}): prepare it again (python prepare_data.py synthetic)")
         val = synthetic_split(meta['seed'], meta['n_train'], meta['n_val'])['val']
+        path = os.path.join(ev.tcfg['data_dir'], name, 'val.bin')
+        first = encode_example(*val[0][1:3], get_tokenizer(meta)[0], suffix=val[0][3])[0]
+        if meta['tasks'] != list(TASKS) or (os.path.isfile(path) and np.fromfile(
+                path, dtype=np.uint16, count=len(first)).tolist() != first):
+            raise ConfigError(f"the synthetic data in {os.path.dirname(path)} was prepared with another battery "
+                              f"than today's ({', '.join(TASKS)}): prepare it again (python prepare_data.py synthetic)")
         out = {t: [] for t in TASKS}
         for t, *ex in val:
             if len(out[t]) < n:

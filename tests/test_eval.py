@@ -141,6 +141,18 @@ def test_infill_and_battery(runs, tmp_path):
     assert inf['pretrained_prefix_acc'] is None and 'not fine-tuned from' in inf['pretrained']
 
 
+def test_battery_refuses_data_of_another_battery(runs, tmp_path, capsys):
+    """eval.py rebuilds the val examples from meta.json's seed; data written by another battery
+    (here: another seed under the same meta) is one line, not a silently wrong score."""
+    import shutil
+    shutil.copytree(os.path.join(runs['data'], 'synthetic'), tmp_path / 'synthetic')
+    meta = json.load(open(tmp_path / 'synthetic' / 'meta.json'))
+    json.dump({**meta, 'seed': meta['seed'] + 1}, open(tmp_path / 'synthetic' / 'meta.json', 'w'))
+    with pytest.raises(SystemExit):
+        ev.main([f'--out_dir={runs["gpt"]}', '--battery', f'--data_dir={tmp_path}', f'--out={tmp_path}'])
+    assert 'prepared with another battery' in capsys.readouterr().err
+
+
 def test_battery_compare_is_table_8s_layout(runs, tmp_path):
     """One table over runs: a Transformer's fill read causally and bidirectionally, every other
     model's fill (NaN without a MASK row: the Parcae run was never hole fine-tuned)."""
