@@ -6,7 +6,7 @@
 #       --p_fill=0.5 --max_iters=400 --learning_rate=5e-4 --schedule=constant --warmup_iters=0
 #   python eval.py --out_dir=out-cpu-fon-ft --infill=True
 #   python sample.py --out_dir=out-cpu-fon-ft --infill=True --start="To be, or not to [MASK][MASK], that is"
-#   python sample.py --out_dir=out-cpu-fon       # decodes through the O(1) recurrent state
+#   python sample.py --out_dir=out-cpu-fon --max_new_tokens=500   # every token through the O(1) state
 base = 'recipe/shakespeare_char.py'
 out_dir = 'out-cpu-fon'
 model = 'fon'
