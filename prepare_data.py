@@ -4,70 +4,58 @@ Prepare a dataset: data/<dir>/{train.bin, val.bin[, test.bin], meta.json}.
     python prepare_data.py NAME [--tokenizer gpt2|byte|char] [--input FILE] [--out_dir data]
                                 [--seed N] [--url BASE] [--vocab N] ...
 
-The .bin files are flat np.uint16 token streams (read them with np.memmap, as nanoGPT).
-meta.json is written last, so a folder with a meta.json is complete. It holds:
-  vocab_size   number of real symbols the tokenizer produces (ids 0..vocab_size-1)
-  tokenizer    'gpt2' | 'byte' | 'char'
-  itos, stoi   char only: the sorted characters of the text, and their ids
-  bpe_vocab    gpt2 only, when --vocab restricts GPT-2's BPE (see below)
-  mask_id      synthetic only: the reserved MASK id (= vocab_size, one past the real symbols,
-               so a model that fills holes needs vocab_size + 1 rows; gpt2's padded 50304 has room)
-  source, train_tokens, val_tokens (test_tokens), and what the split is
-get_tokenizer(meta) -> (encode, decode) gives the dataset's tokenizer back to sample.py / eval.py.
+The .bin files are flat np.uint16 token streams (np.memmap them, as nanoGPT). meta.json, written
+last so that a folder with one is complete, holds tokenizer ('gpt2' | 'byte' | 'char'), vocab_size
+(the real symbols, ids 0..vocab_size-1), itos/stoi (char), bpe_vocab (gpt2 with --vocab), mask_id
+(synthetic: the reserved MASK id = vocab_size, so a model that fills holes needs vocab_size + 1
+rows; gpt2's padded 50304 has room), source, the split and the token counts. get_tokenizer(meta)
+-> (encode, decode) gives the tokenizer back to sample.py / eval.py.
 
-Sources (NAME):
-  shakespeare_char  tiny shakespeare, char tokenizer; nanoGPT's split: first 90% train, last 10% val
-  shakespeare       the same text, gpt2 tokenizer
-  wikitext103       WikiText-103 raw (the official train/valid/test files), gpt2 by default
-  enwik8            first 90M bytes train, next 5M val, last 5M test, byte tokenizer by default
-  tinystories       TinyStoriesV2-GPT4 train/valid text files, gpt2 by default; with --tokenizer byte
-                    train keeps its first 250M symbols, as the workspace paper trains (--max_train_tokens)
-  fineweb_edu       FineWeb-Edu parquet shards (karpathy/fineweb-edu-100b-shuffle, the reshuffle
-                    nanochat trains on): --shards N train shards, the last shard (01822) is val.
-                    Reading parquet needs the optional extra pyarrow (pip install pyarrow).
-  synthetic         the offline skill battery of battery.py (no download; `python train.py` uses it)
-  any other NAME    with --input FILE: a local text file, first 90% train (--val_frac)
---input FILE also works for the named sources (offline): a text file (90/10 split), or the
-downloaded archive/folder itself (wikitext-103-raw-v1.zip or its folder, enwik8.zip or enwik8,
-a folder with the two TinyStories files, a parquet file or a folder of them for fineweb_edu).
+Sources (NAME), and the default tokenizer:
+  shakespeare_char  tiny shakespeare, char; nanoGPT's split: first 90% train, last 10% val
+  shakespeare       the same text, gpt2
+  wikitext103       WikiText-103 raw (the official train/valid/test files), gpt2
+  enwik8            first 90M bytes train, next 5M val, last 5M test, byte
+  tinystories       TinyStoriesV2-GPT4 train/valid files, gpt2; with --tokenizer byte train keeps
+                    its first 250M symbols, as the workspace paper trains (--max_train_tokens)
+  fineweb_edu       karpathy/fineweb-edu-100b-shuffle parquet shards (nanochat's): --shards N train
+                    shards, the last shard (01822) val; needs the optional extra pyarrow
+  synthetic         offline, what `python train.py` uses: battery.py's skill battery (FON's Table 8
+                    tasks and its future-dependent fill tasks), char over a fixed alphabet with
+                    mask_token '_': one example per line, answer spans in {split}_answers.bin
+                    (uint8, 1 per answer token) for hole fine-tuning; train examples from --seed,
+                    val from seed + VAL_SEED_OFFSET
+  any other NAME    with --input FILE: a local text file, first 90% train (--val_frac), char
+--input also works offline for the named sources: a text file (90/10), or the download itself
+(wikitext-103-raw-v1.zip or its folder, enwik8.zip or enwik8, a folder with the two TinyStories
+files, a parquet file or a folder of them).
 
-Downloads (requests): streamed with a tqdm bar into <out_dir>/downloads/, resumed from a leftover
-.part file with an HTTP Range request, and checked against a sha256 where one is published:
-tiny shakespeare and WikiText-103 have known checksums (SHA256 below); HuggingFace files
-(TinyStories, FineWeb-Edu) are checked against the sha256 the Hub sends in X-Linked-Etag;
-for enwik8 no checksum is published, only its size (36,445,475 bytes zipped, 10^8 unzipped),
-which is checked. --url BASE (or the environment variable PREPARE_DATA_URL) replaces the base
-URL the files are fetched from (a mirror, or a local server in the tests); for one-file sources
-it may also be the file's full URL. Without network, the error names --input FILE.
+Downloads go to <out_dir>/downloads/ with a tqdm bar, resume a leftover .part with an HTTP Range
+request, and are checked: tiny shakespeare and WikiText-103 against known sha256s (SHA256), the
+HuggingFace files against the sha256 the Hub sends in X-Linked-Etag, enwik8 (no published
+checksum) by its size (36,445,475 bytes zipped, 10^8 unzipped). --url BASE (or PREPARE_DATA_URL)
+replaces the base URL (a mirror, the tests' local server), or is a one-file source's full URL.
+Without network, the error names --input FILE.
 
 Tokenizers:
-  gpt2  tiktoken's GPT-2 BPE (50257 symbols, <|endoftext|> = 50256). tiktoken downloads its two
-        BPE files once and caches them (TIKTOKEN_CACHE_DIR). --vocab N restricts it to GPT-2's
-        first N-1 merge ranks plus <|endoftext|> = N-1: a prefix of a BPE merge list is itself a
-        valid BPE, so e.g. --vocab 32768 gives real data for the paper configs with vocab 32768.
-        Documents (fineweb_edu) get <|endoftext|> after each one; the literal "<|endoftext|>"
-        lines of the TinyStories files become that token.
-  byte  257 symbols: bytes 0..255 and 256 = row separator, appended after each nonempty row of
-        WikiText (the causal workspace paper's encoding) and after each fineweb_edu document;
-        enwik8, TinyStories and other text keep their raw bytes.
-  char  the sorted set of characters of the text (nanoGPT's shakespeare_char).
+  gpt2  tiktoken's GPT-2 BPE (50257 symbols, <|endoftext|> = 50256; tiktoken caches its two BPE
+        files in TIKTOKEN_CACHE_DIR). --vocab N keeps the first N-1 merge ranks + <|endoftext|> =
+        N-1: a prefix of a merge list is itself a valid BPE (--vocab 32768: the paper configs'
+        vocabulary). <|endoftext|> follows each fineweb_edu document and stands for the literal
+        "<|endoftext|>" lines of the TinyStories files.
+  byte  257 symbols: bytes 0..255 and 256, the row separator after each nonempty WikiText row (the
+        causal workspace paper's encoding) and each fineweb_edu document; other text keeps its bytes.
+  char  the sorted set of the text's characters (nanoGPT's shakespeare_char).
 
-Output folder: data/NAME with the source's default tokenizer, else data/NAME_<tokenizer>
-(data/NAME_gpt2_<N> with --vocab N), e.g. `prepare_data.py synthetic --tokenizer gpt2` writes
-data/synthetic_gpt2, the p_synth partner of data/wikitext103. A custom NAME given with --input
-is always written to data/NAME. dataset_dirname() computes the folder name.
+Output folder (dataset_dirname()): data/NAME with the source's default tokenizer or a custom NAME,
+else data/NAME_<tokenizer> (data/NAME_gpt2_<N> with --vocab N): e.g. `prepare_data.py synthetic
+--tokenizer gpt2` writes data/synthetic_gpt2, the p_synth partner of data/wikitext103.
 
-The synthetic battery (battery.py: FON's Table 8 tasks and its future-dependent fill tasks) is
-written one example per line, its answer spans marked in {split}_answers.bin (uint8, 1 per
-answer token) for hole fine-tuning; train examples from --seed, val from seed + VAL_SEED_OFFSET.
-Default tokenizer char over a fixed alphabet, with mask_id = vocab_size and mask_token '_'.
-
-In-process: prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, ...) -> folder
-path; expected failures raise DataError (the command line prints `error: ...` and exits 2).
+In-process: prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, ...) -> the folder;
+expected failures raise DataError (the command line prints `error: ...` and exits 2).
 """
 import argparse
 import codecs
-import hashlib
 import io
 import itertools
 import json
@@ -80,11 +68,11 @@ from typing import Callable
 from urllib.parse import urlparse
 
 import numpy as np
-import requests
 import tiktoken
 from tqdm import tqdm
 
 from battery import SYNTH_CHARS, SYNTH_MASK_TOKEN, TASKS, VAL_SEED_OFFSET, synthetic_ids, synthetic_split
+from download import DataError, download, error_line
 
 TOKENIZERS = ('gpt2', 'byte', 'char')
 ROW_SEP = 256  # the byte tokenizer's row separator
@@ -117,10 +105,6 @@ ENWIK8_BYTES = 10**8
 TRAIN_CAPS = {('tinystories', 'byte'): 250_000_000}
 
 
-class DataError(Exception):
-    """An expected failure (network, bad input, missing extra): one clear line, no traceback."""
-
-
 # -----------------------------------------------------------------------------
 # tokenizers
 
@@ -134,7 +118,7 @@ def gpt2_encoding(vocab=None):
         enc = _base_gpt2()
     except Exception as e:  # tiktoken raises requests' errors (or ValueError on a bad hash)
         raise DataError(f"the gpt2 tokenizer needs GPT-2's BPE files, which tiktoken downloads once "
-                        f"and caches (TIKTOKEN_CACHE_DIR), and loading them failed ({_reason(e)}); "
+                        f"and caches (TIKTOKEN_CACHE_DIR), and loading them failed ({error_line(e)}); "
                         f"offline, use --tokenizer byte or --tokenizer char") from None
     if vocab is None or vocab == enc.n_vocab:
         return enc
@@ -190,85 +174,6 @@ def get_tokenizer(meta):
         return ''.join(itos[i] if 0 <= i < len(itos) else mask_token if i == mask_id and mask_token
                        else '\ufffd' for i in ids)
     return encode, decode
-
-
-# -----------------------------------------------------------------------------
-# -----------------------------------------------------------------------------
-# downloads
-
-def _reason(e):
-    """One short line for an exception (requests' messages nest a whole traceback's worth)."""
-    msg = str(e).splitlines()[0] if str(e) else ''
-    m = re.search(r"(Failed to resolve '[^']+'|Connection refused|timed out|Name or service not known)", msg)
-    return f'{type(e).__name__}: {m.group(1) if m else msg[:200]}'
-
-
-def _published_sha256(r):
-    # the HuggingFace Hub sends the sha256 of LFS files as X-Linked-Etag on the redirect
-    for resp in [*r.history, r]:
-        tag = resp.headers.get('X-Linked-Etag', '').strip('"')
-        if re.fullmatch(r'[0-9a-f]{64}', tag):
-            return tag
-    return None
-
-
-def _sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-            h.update(block)
-    return h.hexdigest()
-
-
-def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
-    """Stream url to path (a tqdm bar on stderr), resuming a leftover path + '.part' with a
-    Range request; check the size and the sha256 (given, or published by the server)."""
-    if os.path.exists(path):
-        return path  # it was checked before it got its final name
-    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-    part = path + '.part'
-    have = os.path.getsize(part) if os.path.exists(part) else 0
-    offline = f'Without network, prepare from a local copy: python prepare_data.py {name} --input FILE'
-    try:
-        # identity encoding: byte ranges and Content-Length then count the file's own bytes
-        headers = {'Accept-Encoding': 'identity', **({'Range': f'bytes={have}-'} if have else {})}
-        with requests.get(url, stream=True, timeout=(15, 60), headers=headers) as r:
-            if not (have and r.status_code == 416):  # 416: the .part already holds the whole file
-                r.raise_for_status()
-                if have and r.status_code != 206:
-                    have = 0  # the server ignored the Range header: start over
-                elif have and not r.headers.get('Content-Range', '').startswith(f'bytes {have}-'):
-                    os.remove(part)
-                    raise DataError(f'{url} resumed at the wrong offset; the partial file was deleted, '
-                                    f'run again')
-                sha256 = sha256 or _published_sha256(r)
-                length = r.headers.get('Content-Length')
-                total = have + int(length) if length and length.isdigit() else size
-                with open(part, 'ab' if have else 'wb') as f, \
-                        tqdm(total=total, initial=have, unit='B', unit_scale=True, unit_divisor=1024,
-                             desc=os.path.basename(path), disable=quiet) as bar:
-                    for block in r.iter_content(1 << 20):
-                        f.write(block)
-                        bar.update(len(block))
-                if total and os.path.getsize(part) < total:
-                    raise DataError(f'download of {url} stopped at {os.path.getsize(part)} of {total} bytes; '
-                                    f'run the same command again to resume. {offline}')
-    except requests.RequestException as e:
-        raise DataError(f'download of {url} failed ({_reason(e)}). {offline} '
-                        f'(rerunning resumes a partial download)') from None
-    got = os.path.getsize(part)
-    if size is not None and got != size:
-        os.remove(part)
-        raise DataError(f'{url} gave {got} bytes, expected {size}; the file was deleted, run again '
-                        f'to download it afresh. {offline}')
-    if sha256 is not None:
-        digest = _sha256_file(part)
-        if digest != sha256:
-            os.remove(part)
-            raise DataError(f'sha256 mismatch for {url}: expected {sha256}, got {digest}; the file was '
-                            f'deleted, run again to download it afresh. {offline}')
-    os.replace(part, path)
-    return path
 
 
 def _file_urls(base, files):
@@ -596,7 +501,7 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
             examples = synthetic_split(seed, n_train, n_val)
         except ValueError as e:
             raise DataError(str(e)) from None
-        splits = {s: Split(lambda ex=ex: [''.join(''.join(e[1:]) + '\n' for e in ex)]) for s, ex in examples.items()}
+        splits = {}   # written example by example below
         meta.update(source='synthetic skill battery (battery.synthetic_split)', tasks=list(TASKS),
                     seed=seed, val_seed=seed + VAL_SEED_OFFSET, n_train=n_train, n_val=n_val,
                     split='train: seed; val: seed + VAL_SEED_OFFSET, minus examples in train')
@@ -622,16 +527,13 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
         splits, meta['split'] = readers.get(name, _text_splits)(paths, val_frac)
 
     encode = _encoder(tokenizer, enc, splits, meta)
+    tokens, answers = {s: encode(split) for s, split in splits.items()}, {}
     if name == 'synthetic':   # example by example, with the answer spans beside: {split}_answers.bin
-        streams = {s: synthetic_ids(ex, get_tokenizer(meta)[0]) for s, ex in examples.items()}
-        os.makedirs(dest, exist_ok=True)
-        if os.path.exists(os.path.join(dest, 'meta.json')):
-            os.remove(os.path.join(dest, 'meta.json'))
-        for s, (_, answer) in streams.items():
-            answer.tofile(os.path.join(dest, f'{s}_answers.bin'))
-        ids_of = {id(splits[s]): ids for s, (ids, _) in streams.items()}
-        encode = lambda split: [ids_of[id(split)]]
-    _write(dest, splits, encode, meta, quiet, cap)
+        text_ids = get_tokenizer(meta)[0]
+        for s, ex in examples.items():
+            ids, answers[s] = synthetic_ids(ex, text_ids)
+            tokens[s] = [ids]
+    _write(dest, tokens, answers, meta, quiet, cap)
     return dest
 
 
@@ -660,15 +562,16 @@ def _encoder(tokenizer, enc, splits, meta):
     return encode
 
 
-def _write(dest, splits, encode, meta, quiet, cap=None):
-    """The .bin files through temporary names, then meta.json last: a folder with a meta.json
-    is complete. cap: train.bin stops after this many tokens (the rest is never encoded)."""
+def _write(dest, tokens, answers, meta, quiet, cap=None):
+    """The .bin files (and {split}_answers.bin of answers) through temporary names, then meta.json
+    last: a folder with a meta.json is complete. tokens: split -> iterator of uint16 arrays;
+    cap: train.bin stops after this many tokens (the rest is never encoded)."""
     os.makedirs(dest, exist_ok=True)
     if os.path.exists(os.path.join(dest, 'meta.json')):
         os.remove(os.path.join(dest, 'meta.json'))
     for s in ('train', 'val', 'test'):
         path = os.path.join(dest, f'{s}.bin')
-        if s not in splits:
+        if s not in tokens:
             if os.path.exists(path):
                 os.remove(path)
             continue
@@ -677,7 +580,7 @@ def _write(dest, splits, encode, meta, quiet, cap=None):
         try:
             with open(tmp, 'wb') as f, tqdm(desc=f'{os.path.basename(dest)}/{s}.bin', unit='tok',
                                             unit_scale=True, disable=quiet) as bar:
-                for ids in encode(splits[s]):
+                for ids in tokens[s]:
                     if s == 'train' and cap:
                         ids = ids[:cap - n]
                     ids.tofile(f)
@@ -688,6 +591,8 @@ def _write(dest, splits, encode, meta, quiet, cap=None):
             if n < 2:
                 raise DataError(f'the {s} split has {n} tokens; the input is too small to split')
             os.replace(tmp, path)
+            if s in answers:
+                answers[s].tofile(os.path.join(dest, f'{s}_answers.bin'))
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
