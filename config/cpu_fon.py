@@ -3,7 +3,8 @@
 # First: python prepare_data.py shakespeare_char   (offline: add --input path/to/input.txt)
 #   python train.py config/cpu_fon.py
 #   python train.py config/cpu_fon.py --init_from=out-cpu-fon --out_dir=out-cpu-fon-ft \
-#       --p_fill=0.5 --max_iters=400 --learning_rate=5e-4 --schedule=constant --warmup_iters=0
+#       --p_fill=0.5 --max_iters=400 --learning_rate=5e-4 --schedule=constant --warmup_iters=0 \
+#       --always_save_checkpoint=True   # the hole-free val loss need not fall while the holes are learned
 #   python eval.py --out_dir=out-cpu-fon-ft --infill=True
 #   python sample.py --out_dir=out-cpu-fon-ft --infill=True --start="To be, or not to [MASK][MASK], that is"
 #   python sample.py --out_dir=out-cpu-fon --max_new_tokens=500   # every token through the O(1) state

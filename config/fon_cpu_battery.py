@@ -24,6 +24,5 @@ weight_decay = 0.1
 eval_interval = 200
 eval_iters = 10
 log_interval = 50
-always_save_checkpoint = False
 device = 'cpu'
 compile = False
