@@ -1,15 +1,17 @@
 """
-Each paper's claim at a scale a CPU can run: tiny Shakespeare characters, the CPU demo recipe
-(config/recipe/shakespeare_char.py), minutes to about half an hour per paper on 2 cores. One command
-per paper trains the few models its claim needs (train.py runs under out-results/<paper>/; a finished
-run is reused, a killed one resumed), scores them with eval.py on the whole validation stream and
-writes results/<paper>.md (the table) and results/<paper>.png (the curves).
+Each paper's claim at a scale a CPU can run: tiny Shakespeare characters (bytes for the workspace),
+the CPU demo recipe (config/recipe/shakespeare_char.py), minutes to about half an hour per paper on 2
+cores. One command per paper trains the few models its claim needs (train.py runs under
+out-results/<paper>/; a finished run is reused, a killed one resumed), scores them with eval.py on the
+whole validation stream and writes results/<paper>.md (the table) and results/<paper>.png (the curves).
 
     python prepare_data.py shakespeare_char      # offline: --input path/to/input.txt
+    python prepare_data.py shakespeare --tokenizer byte   # the workspace's bytes (offline: the same --input)
     python results.py textnca                    # staged vs reversed vs uniform windows, GPT, Ts sweep
-    python results.py parcae                     # Parcae vs RDM over learning rates, num_recur sweep, GPT
-    python results.py workspace                  # workspace vs anchored loop vs GPT, three seeds
-    python results.py fon                        # length extrapolation; infill vs drafting-only and GPT
+    python results.py parcae                     # Parcae vs RDM vs GPT over learning rates, num_recur sweep
+    python results.py workspace                  # workspace vs anchored loop vs GPT, three seeds, bits/byte
+    python results.py fon                        # length extrapolation vs learned/RoPE/ALiBi; infill vs
+                                                 # drafting-only FON and the causal GPT after hole fine-tuning
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
 Two runs train at once, one thread each; the wall times in the tables are theirs.
@@ -33,18 +35,92 @@ PY = sys.executable
 CHAR = ['config/recipe/shakespeare_char.py', '--eval_interval=100', '--max_iters=1000', '--lr_decay_iters=1000',
         '--learning_rate=2e-3', '--min_lr=2e-4']
 GPT6_84 = CHAR + ['--model=gpt', '--n_layer=6', '--n_embd=84', '--n_head=4']   # 0.53M, TextNCA demo 0.51M
+# Parcae, the RDM and a GPT on one recipe: config/cpu_parcae.py's schedule with the RDM's Adam (Q.1: update
+# clipping, no epsilon); the RDM is config/rdm_100m.py's choices at cpu_parcae's size (1,249,280 vs 1,248,128),
+# the GPT the Parcae baselines' (scaled-zero init, RoPE, RMS norm, ReLU^2, value embeddings), 6 layers with
+# d_ff 534 for 1,248,768.
+PARCAE = ['config/cpu_parcae.py', '--eval_interval=100', '--max_iters=800', '--update_clipping=True',
+          '--adam_atan2=True']
+RDM = PARCAE + ['--injection=linear', '--block=sandwich', '--depth_sampling=per_batch', '--prelude_norm=False',
+                '--readout=False']
+GPT_PARCAE = ['config/recipe/shakespeare_char.py', '--eval_interval=100', '--max_iters=800', '--update_clipping=True',
+              '--adam_atan2=True', '--optimizer=adamw', '--beta1=0.9', '--weight_decay=0.0', '--schedule=trapezoid',
+              '--warmup_iters=50', '--cooldown_frac=0.5', '--min_lr=0.0', '--model=gpt', '--n_layer=6', '--n_embd=128',
+              '--n_head=4', '--head_dim=32', '--d_ff=534', '--pos=rope', '--rope_base=50000.0', '--norm=rms',
+              '--mlp=relu2', '--qk_norm=True', '--value_embeds=True', '--bias=False', '--fused_qkv=False',
+              '--init=scaled_zero']
+PARCAE_LRS = (2e-3, 6e-3, 2e-2)
+# The workspace paper's three 0.918M rows (config/*_small.py) on tiny Shakespeare bytes, cpu_workspace.py's
+# recipe at block 128. The shorter position tables take 86,016 from the workspace rows (d 224) and 49,152
+# from the GPT (d 128): the GPT's d_ff 470 (not 506) matches them again, 832,344 vs 832,427 and 832,455.
+WS = ['--dataset=shakespeare_byte', '--block_size=128', '--batch_size=8', '--max_iters=800', '--lr_decay_iters=800',
+      '--learning_rate=2e-3', '--min_lr=2e-4', '--warmup_iters=100', '--schedule=cosine', '--beta2=0.99',
+      '--eval_interval=100', '--eval_iters=20', '--log_interval=25', '--device=cpu', '--compile=False']
+# FON (config/cpu_fon.py, 891,908) and 4-layer GPTs of its recipe, d_ff 600 for 891,904 (the learned table of
+# 8 x 128 positions adds 131,072, rows past 128 never trained, as the paper's 8192-row table)
+FON_ITERS = 1500
+GPT_FON = ['config/recipe/shakespeare_char.py', '--eval_interval=100', '--model=gpt', '--vocab_size=66',
+           '--block_size=128', '--n_layer=4', '--n_embd=128', '--n_head=4', '--d_ff=600', '--learning_rate=2e-3',
+           '--min_lr=2e-4', f'--max_iters={FON_ITERS}', f'--lr_decay_iters={FON_ITERS}']
+HOLES = ['--p_fill=0.5', '--max_iters=400', '--learning_rate=5e-4', '--schedule=constant', '--warmup_iters=0']
 PAPERS = {
     'textnca': {
         'claim': 'Table 2: the staged narrow-to-wide window schedule beats reversed and uniform ones; '
                  'Hier-TextNCA ends near a parameter-matched Transformer (paper: 60.3 vs 52.8 PPL, 3% in loss)',
         'seeds': 2,
-        'runs': {
+        'runs': {   # block 64 is the demo's; at block 256 the widest window is a quarter of the block, as
+                    # 128 of the paper's 512 (3 x 256 = 12 x 64 tokens per iteration: the same budget)
             'staged (4, 16, 64)': ['config/cpu_textnca.py', '--eval_interval=100'],
             'reversed (64, 16, 4)': ['config/cpu_textnca.py', '--eval_interval=100', '--windows=(64, 16, 4)'],
             'uniform (16, 16, 16)': ['config/cpu_textnca.py', '--eval_interval=100', '--windows=(16, 16, 16)'],
             'GPT 6L d84': GPT6_84,
+            **{f'{name}, block 256': ['config/cpu_textnca.py', '--eval_interval=100', f'--windows={w}',
+                                      '--block_size=256', '--batch_size=3']
+               for name, w in (('staged', (4, 16, 64)), ('reversed', (64, 16, 4)), ('uniform', (16, 16, 16)))},
         },
         'sweep': ('staged (4, 16, 64)', 'Ts=1,2,3,4,6'),
+    },
+    'parcae': {
+        'claim': 'Table 2: the RDM diverges or spikes as the learning rate grows where Parcae stays stable '
+                 '(spectral radius < 1); section 5.3: loss falls with test-time depth as L(T) = L_inf + Z exp(-z T); '
+                 'Parcae beats a parameter-matched Transformer on the same recipe',
+        'seeds': 1,
+        'runs': {f'{m} lr {lr:g}': args + [f'--learning_rate={lr}'] for lr in PARCAE_LRS
+                 for m, args in (('Parcae', PARCAE), ('RDM', RDM), ('GPT', GPT_PARCAE))},
+        'extra_seed': ('Parcae lr 0.002', 'GPT lr 0.002', 'Parcae lr 0.006', 'GPT lr 0.006'),   # where the gap is small
+        'sweep': 'num_recur=1..12',
+    },
+    'workspace': {
+        'claim': 'Table 2: at matched parameters (the 0.918M rows, 0.832M at block 128) the causal workspace beats '
+                 'the anchored shared loop, which beats the plain Transformer, in bits per byte',
+        'seeds': 3,
+        'data': 'Tiny Shakespeare bytes (257 symbols, non-overlapping blocks without replacement)',
+        'dataset': ('shakespeare_byte', 'shakespeare --tokenizer byte'),
+        'metric': 'bits per byte',
+        'runs': {
+            'workspace': ['config/workspace_small.py', *WS],
+            'anchored shared loop': ['config/ws_anchored_small.py', *WS],
+            'GPT 4L': ['config/ws_gpt_small.py', *WS, '--d_ff=470'],
+        },
+    },
+    'fon': {
+        'claim': 'Sec. 4.3: trained at T, FON degrades little at 8T without position engineering (paper: +8-9%, '
+                 'between ALiBi +2.6% and RoPE +18.6%); Table 5: hole fine-tuned FON-PC fills holes better than its '
+                 'drafting-only (AR) self and the causal Transformer',
+        'seeds': 1,
+        'runs': {
+            'FON PC': ['config/cpu_fon.py', '--eval_interval=100', f'--max_iters={FON_ITERS}',
+                       f'--lr_decay_iters={FON_ITERS}'],
+            'GPT learned': GPT_FON + ['--pos=learned', '--n_positions=1024'],
+            'GPT RoPE': GPT_FON + ['--pos=rope'],
+            'GPT ALiBi': GPT_FON + ['--pos=alibi'],
+        },
+        # hole fine-tuning (name: the pretrained run it starts from, its extra arguments)
+        'finetune': {
+            'FON PC + holes': ('FON PC', HOLES),
+            'FON AR (drafting only) + holes': ('FON PC', HOLES + ['--coupling=AR']),
+            'GPT learned + holes': ('GPT learned', HOLES),
+        },
     },
 }
 
@@ -77,11 +153,13 @@ def train(args, out, seed, iters):
 def evaluate(out, *args):
     """eval.py on a run (the whole val stream unless args say otherwise); returns its JSON."""
     dest = os.path.join(out, 'eval')
-    subprocess.run([PY, 'eval.py', f'--out_dir={out}', f'--out={dest}', *args], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL)
     name = next(a for a in args if a.startswith('--sweep='))[8:].split('=')[0] if any(
         a.startswith('--sweep=') for a in args) else None
-    return json.load(open(os.path.join(dest, f'sweep_{name}.json' if name else 'stream_val.json')))
+    path = os.path.join(dest, f'sweep_{name}.json' if name else 'stream_val.json')
+    if not (os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(os.path.join(out, 'ckpt.pt'))):
+        subprocess.run([PY, 'eval.py', f'--out_dir={out}', f'--out={dest}', *args], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    return json.load(open(path))
 
 
 def mean_sd(xs):
@@ -93,19 +171,23 @@ def val_curve(out):
     return [(r['iter'], r['val_loss']) for r in read_log(out) if r.get('kind') == 'eval']
 
 
-def report_runs(paper, spec, seeds, iters):
+def report_runs(paper, spec, seeds, iters, metric='loss'):
     """Train every run of a paper for every seed; one table row per run: mean +- sd over seeds."""
     jobs = [(name, seed) for name in spec['runs'] for seed in range(1337, 1337 + seeds)]
+
+    def job(j):   # a run's stream score right after its training, so that scoring is parallel too
+        out = run_dir(paper, *j)
+        return train(spec['runs'][j[0]], out, j[1], iters), evaluate(out, '--stream=True')[metric]
     with ThreadPoolExecutor(JOBS) as pool:   # JOBS runs at once, one thread each
-        secs = dict(zip(jobs, pool.map(lambda j: train(spec['runs'][j[0]], run_dir(paper, *j), j[1], iters), jobs)))
+        done = dict(zip(jobs, pool.map(job, jobs)))
     rows, curves = [], {}
     for name, args in spec['runs'].items():
         losses = []
         for seed in range(1337, 1337 + seeds):
             out = run_dir(paper, name, seed)
-            losses.append(evaluate(out, '--stream=True')['loss'])
+            losses.append(done[(name, seed)][1])
             curves.setdefault(name, []).append(val_curve(out))
-        secs_run = sum(secs[(name, seed)] for seed in range(1337, 1337 + seeds))
+        secs_run = sum(done[(name, seed)][0] for seed in range(1337, 1337 + seeds))
         cfg = json.load(open(os.path.join(run_dir(paper, name, 1337), 'config.json')))
         m, sd = mean_sd(losses)
         rows.append({'run': name, 'model': cfg['model'], 'losses': losses, 'mean': m, 'sd': sd, 'seconds': secs_run})
@@ -118,19 +200,208 @@ def textnca(seeds, iters):
     target, knob = spec['sweep']
     sweep = evaluate(run_dir('textnca', target, 1337), f'--sweep={knob}')
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for i, (name, runs) in enumerate(curves.items()):
-        for j, c in enumerate(runs):
-            if c:
-                ax1.plot(*zip(*c), 'o-' if j == 0 else 's--', color=f'C{i}', ms=3, lw=1,
-                         label=name if j == 0 else None)
+    for i, (name, runs) in enumerate(curves.items()):   # the mean over seeds at each eval
+        its = [it for it, _ in runs[0]]
+        ax1.plot(its, [sum(c[k][1] for c in runs) / len(runs) for k in range(len(its))],
+                 '--' if 'block 256' in name else '-', marker='o', color=f'C{i}', ms=3, lw=1, label=name)
     ax1.axhline(UNIGRAM, color='gray', ls=':', label=f'unigram {UNIGRAM:.2f}')
-    ax1.set(title='tiny Shakespeare val loss (each seed)', xlabel='iteration', ylabel='nats / char')
+    ax1.set(title='tiny Shakespeare val loss (mean of seeds)', xlabel='iteration', ylabel='nats / char',
+            ylim=(1.9, 3.6))
     ax1.legend(fontsize=8)
     ax2.plot(sweep['values'], sweep['loss'], 'o-')
     ax2.set(title=f'{target}: inference-time Ts (trained Ts = 2)', xlabel="Ts'", ylabel='val loss (eval set)')
-    ax2.set_yscale('log')
     sweep_md = ' | '.join(f"Ts'={v}: {l:.3f}" for v, l in zip(sweep['values'], sweep['loss']))
     return rows, fig, f"Inference-time Ts sweep of `{target}` seed 1337 (trained Ts = 2): {sweep_md}"
+
+
+def eval_json(out, file, *args):
+    """eval.py on a run with any analysis; returns the JSON it wrote to out/eval/file."""
+    dest = os.path.join(out, 'eval')
+    path = os.path.join(dest, file)
+    if not (os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(os.path.join(out, 'ckpt.pt'))):
+        subprocess.run([PY, 'eval.py', f'--out_dir={out}', f'--out={dest}', *args], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    return json.load(open(path))
+
+
+def train_or_diverge(args, out, seed, iters):
+    """train(), where a run that train.py stops after it started (a non-finite loss: exit 2 with a log)
+    is a result, not an error. Returns (seconds, the iteration it diverged after, or None)."""
+    try:
+        return train(args, out, seed, iters), json.load(open(os.path.join(out, 'done.json'))).get('diverged')
+    except subprocess.CalledProcessError as e:
+        log = [r for r in read_log(out) if r.get('kind') == 'train']
+        if e.returncode != 2 or not log:
+            raise
+        done = {'seconds': float('nan'), 'command': ' '.join(e.cmd[1:]), 'diverged': log[-1]['iter']}
+        json.dump(done, open(os.path.join(out, 'done.json'), 'w'))
+        return done['seconds'], done['diverged']
+
+
+def stability(out, warmup):
+    """From a run's train log: the largest rise of the loss over the lowest of the 10 logs before it
+    (after warmup), and the spectral radius and state norm at the end and at most."""
+    log = [r for r in read_log(out) if r.get('kind') == 'train']
+    loss = [r['loss'] for r in log]
+    rise = max([loss[i] - min(loss[i - 10:i]) for i in range(10, len(loss)) if log[i]['iter'] > warmup], default=0.0)
+    rho, norm = [r.get('spectral_radius', float('nan')) for r in log], [r.get('state_norm', float('nan')) for r in log]
+    return {'rise': rise, 'rho_end': rho[-1], 'rho_max': max(rho), 'norm_end': norm[-1], 'norm_max': max(norm)}
+
+
+def parcae(seeds, iters):
+    spec = PAPERS['parcae']
+    n_seeds = {name: seeds + (name in spec['extra_seed']) for name in spec['runs']}
+    jobs = [(name, seed) for name in spec['runs'] for seed in range(1337, 1337 + n_seeds[name])]
+
+    def job(j):   # (seconds, diverged after iter or None, stream loss or NaN)
+        out = run_dir('parcae', *j)
+        secs, diverged = train_or_diverge(spec['runs'][j[0]], out, j[1], iters)
+        return secs, diverged, float('nan') if diverged is not None else evaluate(out, '--stream=True')['loss']
+    with ThreadPoolExecutor(JOBS) as pool:
+        done = dict(zip(jobs, pool.map(job, jobs)))
+    rows, stab = [], []
+    for name in spec['runs']:
+        outs = [run_dir('parcae', name, s) for s in range(1337, 1337 + n_seeds[name])]
+        losses = [done[(name, s)][2] for s in range(1337, 1337 + n_seeds[name])]
+        m, sd = mean_sd(losses)
+        model = json.load(open(os.path.join(outs[0], 'config.json')))['model']
+        rows.append({'run': name, 'model': model, 'losses': losses, 'mean': m, 'sd': sd,
+                     'seconds': sum(done[(name, s)][0] for s in range(1337, 1337 + n_seeds[name]))})
+        if not name.startswith('GPT'):
+            stab.append({'run': name, 'diverged': done[(name, 1337)][1], **stability(outs[0], 50)})
+    best = min((r for r in rows if r['run'].startswith('Parcae') and math.isfinite(r['mean'])), key=lambda r: r['mean'])
+    sweep = evaluate(run_dir('parcae', best['run'], 1337), f"--sweep={spec['sweep']}")
+
+    fig, axs = plt.subplots(2, 3, figsize=(12, 6.5))
+    lrs = {name: float(name.split()[-1]) for name in spec['runs']}
+    for i, fam in enumerate(('Parcae', 'RDM', 'GPT')):
+        pts = [(lrs[r['run']], x) for r in rows if r['run'].startswith(fam) for x in r['losses']]
+        axs[0, 0].plot(*zip(*pts), 'o', color=f'C{i}', label=fam)
+        means = [(lrs[r['run']], r['mean']) for r in rows if r['run'].startswith(fam)]
+        axs[0, 0].plot(*zip(*means), '-', color=f'C{i}')
+    axs[0, 0].set(title='val loss (whole stream) vs peak learning rate', xscale='log', xlabel='learning rate',
+                  ylabel='nats / char')
+    axs[0, 0].set_xticks(PARCAE_LRS, [f'{lr:g}' for lr in PARCAE_LRS])
+    axs[0, 0].minorticks_off()
+    for j, lr in enumerate(PARCAE_LRS):
+        for fam, ls in (('Parcae', '-'), ('RDM', '--')):
+            log = [r for r in read_log(run_dir('parcae', f'{fam} lr {lr:g}', 1337)) if r.get('kind') == 'train']
+            it = [r['iter'] for r in log]
+            label = f'{fam} lr {lr:g}'
+            loss = [r['loss'] for r in log]   # a running mean of 5 logs: the spikes stay, the batch noise goes
+            mean5 = [sum(loss[max(0, i - 4):i + 1]) / len(loss[max(0, i - 4):i + 1]) for i in range(len(loss))]
+            axs[0, 1].plot(it, mean5, ls, color=f'C{j}', lw=1, label=label)
+            axs[1, 0].plot(it, [r['spectral_radius'] for r in log], ls, color=f'C{j}', lw=1, label=label)
+            axs[1, 1].plot(it, [r['state_norm'] for r in log], ls, color=f'C{j}', lw=1, label=label)
+    axs[0, 1].set(title='train loss, mean of 5 logs (solid Parcae, dashed RDM)', xlabel='iteration',
+                  ylabel='nats / char', ylim=(1.4, 3.4))
+    axs[1, 0].set(title='spectral radius of the injection', xlabel='iteration', ylabel='rho(A_bar)')
+    axs[1, 1].set(title='recurrent state norm', xlabel='iteration', ylabel='|h_T|', yscale='log')
+    for name in (best['run'], best['run'].replace('Parcae', 'GPT')):
+        c = [p for p in val_curve(run_dir('parcae', name, 1337)) if p[0] > 0]
+        if c:
+            axs[0, 2].plot(*zip(*c), 'o-', ms=3, label=name)
+    axs[0, 2].set(title='Parcae vs parameter-matched GPT', xlabel='iteration', ylabel='val loss (eval set)')
+    f = sweep['fit']
+    t = [1 + 11 * k / 100 for k in range(101)]
+    axs[1, 2].plot(sweep['values'], sweep['loss'], 'o', label='measured')
+    axs[1, 2].plot(t, [f['L_inf'] + f['Z'] * math.exp(-f['z'] * x) for x in t], '--',
+                   label=f"{f['L_inf']:.3f} + {f['Z']:.2f} exp(-{f['z']:.2f} T)")
+    axs[1, 2].axvline(4, color='gray', ls=':', label='trained mean depth 4')
+    axs[1, 2].set(title=f"{best['run']}: test-time depth", xlabel='num_recur T', ylabel='val loss (eval set)')
+    for ax in axs.flat:
+        ax.legend(fontsize=7)
+
+    md = ['Stability (seed 1337; the largest rise of the logged train loss over the lowest of the 10 logs before '
+          'it, after warmup; spectral radius and state norm from train.py\'s log):', '',
+          '| run | diverged | largest loss rise | spectral radius end (max) | state norm end (max) |',
+          '|---|---|---|---|---|']
+    md += [f"| {s['run']} | {'no' if s['diverged'] is None else 'after iter ' + str(s['diverged'])} | "
+           f"{s['rise']:.3f} | {s['rho_end']:.3f} ({s['rho_max']:.3f}) | {s['norm_end']:.1f} ({s['norm_max']:.1f}) |"
+           for s in stab]
+    pts = ' | '.join(f'T={v}: {l:.3f}' for v, l in zip(sweep['values'], sweep['loss']))
+    md += ['', f"Test-time depth of `{best['run']}` seed 1337 (trained with mean depth 4; eval set): {pts}. "
+               f"Fit L(T) = {f['L_inf']:.3f} + {f['Z']:.3f} exp(-{f['z']:.3f} T), rmse {f['rmse']:.1e}."]
+    gpt = {r['run'].split()[-1]: r for r in rows if r['run'].startswith('GPT')}
+    cmp_ = [f"lr {r['run'].split()[-1]}: {r['mean']:.3f} vs {gpt[r['run'].split()[-1]]['mean']:.3f}"
+            for r in rows if r['run'].startswith('Parcae')]
+    md += ['', 'Parcae vs the parameter-matched GPT (mean val loss): ' + '; '.join(cmp_) + '.']
+    return rows, fig, '\n'.join(md)
+
+
+def workspace(seeds, iters):
+    spec = PAPERS['workspace']
+    rows, curves = report_runs('workspace', spec, seeds, iters, metric='bits_per_byte')
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for i, (name, runs) in enumerate(curves.items()):
+        for j, c in enumerate(runs):
+            if c:
+                ax1.plot([x for x, _ in c], [y / math.log(2) for _, y in c], '-', color=f'C{i}', lw=1,
+                         label=name if j == 0 else None)
+    ax1.set(title='tiny Shakespeare bytes, val (eval set), each seed', xlabel='iteration', ylabel='bits / byte')
+    ax1.legend(fontsize=8)
+    for i, r in enumerate(rows):
+        ax2.plot([i] * len(r['losses']), r['losses'], 'o', color=f'C{i}')
+        ax2.errorbar(i + 0.15, r['mean'], yerr=0 if math.isnan(r['sd']) else r['sd'], fmt='s', color=f'C{i}', capsize=4)
+    ax2.set_xticks(range(len(rows)), [r['run'] for r in rows])
+    ax2.set(title='whole val stream: each seed, mean +- sd', ylabel='bits / byte')
+    by = {r['run']: r for r in rows}
+    pairs = [('workspace', 'anchored shared loop'), ('anchored shared loop', 'GPT 4L'), ('workspace', 'GPT 4L')]
+    md = 'Differences of the means (bits per byte): ' + '; '.join(
+        f"{a} - {b}: {by[a]['mean'] - by[b]['mean']:+.4f}" for a, b in pairs) + \
+        '. Seed-to-seed sd: ' + ', '.join(f"{r['run']} {r['sd']:.4f}" for r in rows) + '.'
+    return rows, fig, md
+
+
+def fon(seeds, iters):
+    spec = PAPERS['fon']
+    rows, curves = report_runs('fon', spec, seeds, iters)
+    ft = {name: spec['runs'][src] + args + [f'--init_from={run_dir("fon", src, 1337)}']
+          for name, (src, args) in spec['finetune'].items()}
+    ft_rows, _ = report_runs('fon', {'runs': ft}, seeds, iters)
+    with ThreadPoolExecutor(JOBS) as pool:
+        ext = dict(zip(spec['runs'], pool.map(lambda n: eval_json(
+            run_dir('fon', n, 1337), 'extrapolate.json', '--extrapolate=True', '--stream=True'), spec['runs'])))
+        fill = dict(zip(ft, pool.map(lambda n: eval_json(
+            run_dir('fon', n, 1337), 'infill.json', '--infill=True', '--eval_iters=100'), ft)))
+
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
+    for i, (name, runs) in enumerate(curves.items()):
+        ax1.plot(*zip(*runs[0]), 'o-', color=f'C{i}', ms=3, lw=1, label=name)
+    ax1.axhline(UNIGRAM, color='gray', ls=':', label=f'unigram {UNIGRAM:.2f}')
+    ax1.set(title='pretraining, val loss (eval set)', xlabel='iteration', ylabel='nats / char')
+    for i, (name, e) in enumerate(ext.items()):
+        ax2.plot([r['length'] for r in e['rows']], [r['loss'] for r in e['rows']], 'o-', color=f'C{i}', label=name)
+    ax2.set_xscale('log', base=2)
+    ax2.set(title=f"length extrapolation (trained at {e['train_length']}; whole val stream)", xlabel='eval length',
+            ylabel='nats / char', ylim=(1, 4))
+    names = list(fill)
+    x = range(len(names))
+    ax3.bar([i - 0.2 for i in x], [100 * fill[n]['infill_acc'] for n in names], 0.4, label='fill at the hole')
+    ax3.bar([i + 0.2 for i in x], [100 * (fill[n]['pretrained_prefix_acc'] or 0) for n in names], 0.4,
+            label='before hole fine-tuning, from the prefix')
+    ax3.set_xticks(list(x), [n.replace(' + holes', '').replace(' (drafting only)', '\n(drafting only)') for n in names],
+                   fontsize=8)
+    ax3.set(title='infill: argmax accuracy at the holes', ylabel='%')
+    for ax in (ax1, ax2, ax3):
+        ax.legend(fontsize=8)
+
+    lengths = [r['length'] for r in next(iter(ext.values()))['rows']]
+    md = ['Length extrapolation (pretrained runs, seed 1337, whole val stream at each length): loss, and perplexity '
+          'against the training length.', '', '| run | ' + ' | '.join(map(str, lengths)) + ' |',
+          '|---|' + '---|' * len(lengths)]
+    for name, e in ext.items():
+        md.append(f'| {name} | ' + ' | '.join(f"{r['loss']:.3f} ({r['delta_pct']:+.1f}%)" if math.isfinite(r['loss'])
+                                              else 'n/a' for r in e['rows']) + ' |')
+    md += ['', 'Infill (hole fine-tuned runs, seed 1337; holes as in training: stride 8, p 0.15, every val sequence '
+           'holed; full-vocabulary argmax at the hole; eval.py --infill):', '',
+           '| run | holes | fill at the hole | same model, un-holed prefix | before hole fine-tuning, holed prefix |',
+           '|---|---|---|---|---|']
+    for name, f in fill.items():
+        pre = f"{100 * f['pretrained_prefix_acc']:.1f}%" if f['pretrained_prefix_acc'] is not None else 'n/a'
+        md.append(f"| {name} | {f['holes']} | {100 * f['infill_acc']:.1f}% | {100 * f['unholed_prefix_acc']:.1f}% | "
+                  f"{pre} |")
+    return rows + ft_rows, fig, '\n'.join(md)
 
 
 JOBS = 2         # train.py runs at once (2 cores)
@@ -139,20 +410,23 @@ UNIGRAM = 3.31   # tiny Shakespeare's unigram entropy, nats per character (MEASU
 
 
 def write(paper, rows, fig, extra, seeds):
-    os.makedirs(os.path.join(ROOT, 'results'), exist_ok=True)
+    # results/ holds the full runs' tables; a quick --iters look writes beside its runs
+    dest = os.path.join(ROOT, 'results') if not ITERS else os.path.join(ROOT, 'out-results', f'{paper}-iters{ITERS}')
+    os.makedirs(dest, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(os.path.join(ROOT, 'results', f'{paper}.png'), dpi=80)
+    fig.savefig(os.path.join(dest, f'{paper}.png'), dpi=80)
     lines = [f"# {paper}: {PAPERS[paper]['claim']}", '',
-             f"Tiny Shakespeare characters, whole validation stream (eval.py --stream=True), {seeds} seed(s) from 1337. "
-             f"Command: `python results.py {paper}`.", '',
-             '| run | model | val loss (mean +- sd) | per seed | train wall time |', '|---|---|---|---|---|']
+             f"{PAPERS[paper].get('data', 'Tiny Shakespeare characters')}, whole validation stream (eval.py "
+             f"--stream=True), {seeds} seed(s) from 1337. Command: `python results.py {paper}`.", '',
+             f"| run | model | {PAPERS[paper].get('metric', 'val loss')} (mean +- sd) | per seed | train wall time |",
+             '|---|---|---|---|---|']
     for r in rows:
         sd = '' if math.isnan(r['sd']) else f" +- {r['sd']:.3f}"
         lines.append(f"| {r['run']} | {r['model']} | {r['mean']:.3f}{sd} | "
                      f"{', '.join(f'{x:.3f}' for x in r['losses'])} | {r['seconds'] / 60:.1f} min |")
     lines += ['', extra, '']
-    open(os.path.join(ROOT, 'results', f'{paper}.md'), 'w').write('\n'.join(lines))
-    json.dump(rows, open(os.path.join(ROOT, 'results', f'{paper}.json'), 'w'), indent=1)
+    open(os.path.join(dest, f'{paper}.md'), 'w').write('\n'.join(lines))
+    json.dump(rows, open(os.path.join(dest, f'{paper}.json'), 'w'), indent=1)
     print('\n'.join(lines))
 
 
@@ -162,8 +436,10 @@ def main(argv):
     if len(papers) != 1 or papers[0] not in PAPERS or set(opts) - {'seeds', 'iters'}:
         sys.exit(f"usage: python results.py {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N]")
     paper = papers[0]
-    if not os.path.isfile(os.path.join(ROOT, 'data', 'shakespeare_char', 'train.bin')):
-        sys.exit("no data/shakespeare_char: run python prepare_data.py shakespeare_char first")
+    dataset, prepare = PAPERS[paper].get('dataset', ('shakespeare_char', 'shakespeare_char'))
+    if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):
+        sys.exit(f"no data/{dataset}: run python prepare_data.py {prepare} first "
+                 f"(offline: add --input path/to/input.txt)")
     global ITERS
     seeds, ITERS = int(opts.get('seeds', PAPERS[paper]['seeds'])), int(opts.get('iters', 0))
     rows, fig, extra = globals()[paper](seeds, ITERS)

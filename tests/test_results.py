@@ -1,0 +1,83 @@
+"""results.py's comparisons are fair where they claim to be (parameter counts from the very argument
+lists the driver trains), a run that diverges is a result rather than a crash, and a missing dataset
+is one line. Nothing here trains a model or reads ../shared."""
+import json
+import os
+import subprocess
+
+import pytest
+
+import results
+import train
+
+
+def n_params(args, vocab_size):
+    cfg = train.resolve_config(args + [f'--vocab_size={vocab_size}'])
+    return sum(p.numel() for p in train.build_model(cfg['model'], cfg).parameters())
+
+
+def test_parcae_rdm_and_gpt_are_parameter_matched():
+    runs = results.PAPERS['parcae']['runs']
+    for lr in results.PARCAE_LRS:
+        counts = {m: n_params(runs[f'{m} lr {lr:g}'], 65) for m in ('Parcae', 'RDM', 'GPT')}
+        assert abs(counts['RDM'] / counts['Parcae'] - 1) < 1e-3, counts
+        assert abs(counts['GPT'] / counts['Parcae'] - 1) < 1e-3, counts
+        cfg = train.resolve_config(runs[f'RDM lr {lr:g}'])   # config/rdm_100m.py's choices, at cpu_parcae's size
+        assert (cfg['injection'], cfg['block'], cfg['depth_sampling'], cfg['prelude_norm'], cfg['readout']) == \
+            ('linear', 'sandwich', 'per_batch', False, False)
+        same = {k: cfg[k] for k in ('learning_rate', 'update_clipping', 'adam_atan2', 'schedule', 'max_iters')}
+        gpt = train.resolve_config(runs[f'GPT lr {lr:g}'])
+        assert {k: gpt[k] for k in same} == same and gpt['init'] == 'scaled_zero'
+
+
+def test_workspace_rows_are_parameter_matched():
+    counts = [n_params(args, 257) for args in results.PAPERS['workspace']['runs'].values()]
+    assert max(counts) - min(counts) < 120, counts      # matched again at block 128 (within 111)
+
+
+def test_fon_and_its_transformers_are_parameter_matched():
+    runs = results.PAPERS['fon']['runs']
+    fon = n_params(runs['FON PC'], 66)
+    for name in ('GPT RoPE', 'GPT ALiBi'):
+        assert abs(n_params(runs[name], 66) / fon - 1) < 1e-3
+    # the learned table (8x the training length) is the only difference of the learned-position GPT
+    assert n_params(runs['GPT learned'], 66) - n_params(runs['GPT RoPE'], 66) == 8 * 128 * 128
+
+
+def test_a_diverged_run_is_a_result(tmp_path, monkeypatch):
+    out = str(tmp_path / 'run')
+    os.makedirs(out)
+    with open(os.path.join(out, 'log.jsonl'), 'w') as f:
+        for it in (0, 10, 20):
+            f.write(json.dumps({'kind': 'train', 'iter': it, 'loss': 3.0}) + '\n')
+
+    def stopped(*a, **k):   # train.py's one-line stop (exit 2) after it logged
+        raise subprocess.CalledProcessError(2, ['python', 'train.py', '--lr=1'])
+    monkeypatch.setattr(results, 'train', stopped)
+    assert results.train_or_diverge([], out, 1337, 0)[1] == 20
+    assert json.load(open(os.path.join(out, 'done.json')))['diverged'] == 20
+
+    def crashed(*a, **k):   # any other failure is still an error
+        raise subprocess.CalledProcessError(1, ['python', 'train.py'])
+    monkeypatch.setattr(results, 'train', crashed)
+    with pytest.raises(subprocess.CalledProcessError):
+        results.train_or_diverge([], str(tmp_path / 'other'), 1337, 0)
+
+
+def test_stability_reads_the_largest_rise_after_warmup(tmp_path):
+    out = str(tmp_path)
+    losses = [4.0] + [2.0] * 12 + [2.9, 2.1]     # a spike of 0.9 at iter 130
+    with open(os.path.join(out, 'log.jsonl'), 'w') as f:
+        for i, l in enumerate(losses):
+            f.write(json.dumps({'kind': 'train', 'iter': 10 * i, 'loss': l, 'spectral_radius': 0.5 + i / 100,
+                                'state_norm': 10.0}) + '\n')
+    s = results.stability(out, warmup=50)
+    assert s['rise'] == pytest.approx(0.9)
+    assert s['rho_max'] == pytest.approx(0.5 + 14 / 100) and s['norm_end'] == 10.0
+
+
+def test_a_missing_dataset_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, 'ROOT', str(tmp_path))
+    with pytest.raises(SystemExit) as e:
+        results.main(['workspace'])
+    assert str(e.value).startswith('no data/shakespeare_byte: run python prepare_data.py shakespeare --tokenizer byte')
