@@ -336,8 +336,8 @@ def workspace(seeds, iters):
     for i, (name, runs) in enumerate(curves.items()):
         for j, c in enumerate(runs):
             if c:
-                ax1.plot([x for x, _ in c], [y / math.log(2) for _, y in c], '-', color=f'C{i}', lw=1,
-                         label=name if j == 0 else None)
+                ax1.plot([x for x, _ in c if x > 0], [y / math.log(2) for x, y in c if x > 0], '-', color=f'C{i}',
+                         lw=1, label=name if j == 0 else None)
     ax1.set(title='tiny Shakespeare bytes, val (eval set), each seed', xlabel='iteration', ylabel='bits / byte')
     ax1.legend(fontsize=8)
     for i, r in enumerate(rows):
