@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt
+from PIL import Image   # matplotlib's own dependency
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
@@ -293,10 +294,12 @@ def parcae(seeds, iters):
             axs[0, 1].plot(it, mean5, ls, color=f'C{j}', lw=1, label=label)
             axs[1, 0].plot(it, [r['spectral_radius'] for r in log], ls, color=f'C{j}', lw=1, label=label)
             axs[1, 1].plot(it, [r['state_norm'] for r in log], ls, color=f'C{j}', lw=1, label=label)
-    axs[0, 1].set(title='train loss, mean of 5 logs (solid Parcae, dashed RDM)', xlabel='iteration',
+    axs[0, 1].set(title='train loss, mean of 5 logs\n(solid Parcae, dashed RDM)', xlabel='iteration',
                   ylabel='nats / char', ylim=(1.4, 3.4))
-    axs[1, 0].set(title='spectral radius of the injection', xlabel='iteration', ylabel='rho(A_bar)')
-    axs[1, 1].set(title='recurrent state norm', xlabel='iteration', ylabel='|h_T|', yscale='log')
+    axs[1, 0].set(title='spectral radius of the injection\n(lines as in the train loss)', xlabel='iteration',
+                  ylabel='rho(A_bar)')
+    axs[1, 1].set(title='recurrent state norm\n(lines as in the train loss)', xlabel='iteration', ylabel='|h_T|',
+                  yscale='log')
     for name in (best['run'], best['run'].replace('Parcae', 'GPT')):
         c = [p for p in val_curve(run_dir('parcae', name, 1337)) if p[0] > 0]
         if c:
@@ -309,7 +312,7 @@ def parcae(seeds, iters):
                    label=f"{f['L_inf']:.3f} + {f['Z']:.2f} exp(-{f['z']:.2f} T)")
     axs[1, 2].axvline(4, color='gray', ls=':', label='trained mean depth 4')
     axs[1, 2].set(title=f"{best['run']}: test-time depth", xlabel='num_recur T', ylabel='val loss (eval set)')
-    for ax in axs.flat:
+    for ax in (axs[0, 0], axs[0, 1], axs[0, 2], axs[1, 2]):
         ax.legend(fontsize=7)
 
     md = ['Stability (seed 1337; the largest rise of the logged train loss over the lowest of the 10 logs before '
@@ -382,7 +385,7 @@ def fon(seeds, iters):
             label='before hole fine-tuning, from the prefix')
     ax3.set_xticks(list(x), [n.replace(' + holes', '').replace(' (drafting only)', '\n(drafting only)') for n in names],
                    fontsize=8)
-    ax3.set(title='infill: argmax accuracy at the holes', ylabel='%')
+    ax3.set(title='infill: argmax accuracy at the holes', ylabel='%', ylim=(0, 80))
     for ax in (ax1, ax2, ax3):
         ax.legend(fontsize=8)
 
@@ -414,7 +417,9 @@ def write(paper, rows, fig, extra, seeds):
     dest = os.path.join(ROOT, 'results') if not ITERS else os.path.join(ROOT, 'out-results', f'{paper}-iters{ITERS}')
     os.makedirs(dest, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(os.path.join(dest, f'{paper}.png'), dpi=80)
+    png = os.path.join(dest, f'{paper}.png')
+    fig.savefig(png, dpi=80)
+    Image.open(png).convert('RGB').quantize(256).save(png, optimize=True)   # a palette: a third of the bytes
     lines = [f"# {paper}: {PAPERS[paper]['claim']}", '',
              f"{PAPERS[paper].get('data', 'Tiny Shakespeare characters')}, whole validation stream (eval.py "
              f"--stream=True), {seeds} seed(s) from 1337. Command: `python results.py {paper}`.", '',
