@@ -538,3 +538,102 @@ class Parcae(nn.Module):
         flops = 6 * once + (2 * ET + 4 * Ek) * per_step
         flops += 12 * attn_ctx * (cfg.n_prelude + cfg.n_coda) + (4 * ET + 8 * Ek) * attn_ctx * cfg.n_recur_layers
         return flops
+
+
+# ----------------------------------------------------------------------------- the paper's optimizers (Section Q)
+# Polar Express (Amsel et al. 2025, arXiv 2505.16932): the odd quintic a x + b x^3 + c x^5 of each
+# of the first five iterations, from the paper (optimal for singular values in [1e-3, 1], with its
+# safety margin), as in nanochat and Parcae's code
+POLAR_EXPRESS = ((8.156554524902461, -22.48329292557795, 15.878769915207462),
+                 (4.042929935166739, -2.808917465908714, 0.5000178451051316),
+                 (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
+                 (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
+                 (2.3465413258596377, -1.7097828382687081, 0.42323551169305323))
+
+
+def polar_express(G, steps=5):
+    """About U V^T for G = U S V^T: each iteration maps every singular value s to a s + b s^3 + c s^5,
+    a new (a, b, c) each time (Newton-Schulz, as in torch.optim.Muon, repeats one). bf16 on CUDA,
+    float32 elsewhere (bf16 matmuls are slow on a CPU)."""
+    X = G.to(torch.bfloat16 if G.is_cuda else torch.float32)
+    tall = X.size(-2) > X.size(-1)
+    if tall:  # X X^T is then the smaller Gram matrix
+        X = X.mT
+    X = X / (X.norm(dim=(-2, -1), keepdim=True) * 1.02 + 1e-6)  # every singular value below 1
+    for a, b, c in POLAR_EXPRESS[:steps]:
+        A = X @ X.mT
+        X = a * X + (b * A + c * A @ A) @ X
+    return X.mT if tall else X
+
+
+class ParcaeMuon(torch.optim.Optimizer):
+    """Muon as Parcae trains its Transformer comparison (Section Q.2; momentum, scaling and decay as
+    the authors' code): Nesterov momentum (an EMA), Polar Express in place of Newton-Schulz, a
+    factored variance reduction (AdaMuon: the orthogonalised update O is divided, along its longer
+    side, by the root of a running mean of its squares, one number per row or column, then rescaled
+    to O's Frobenius norm), lr * sqrt(max(1, rows / cols)) as torch.optim.Muon, and cautious weight
+    decay (Chen et al.: a weight decays only where the update has its sign)."""
+
+    def __init__(self, params, lr=0.02, momentum=0.95, beta2=0.95, weight_decay=0.0, ns_steps=5):
+        super().__init__(params, dict(lr=lr, momentum=momentum, beta2=beta2, weight_decay=weight_decay,
+                                      ns_steps=ns_steps))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            mu, lr, wd = group['momentum'], group['lr'], group['weight_decay']
+            for p in group['params']:
+                if p.grad is None:
+                    continue
+                rows, cols = p.shape
+                along = -1 if rows >= cols else -2   # mean over the shorter side: one v per long-side index
+                state = self.state[p]
+                if not state:
+                    state['momentum_buffer'] = torch.zeros_like(p)
+                    state['second_moment'] = torch.zeros((rows, 1) if along == -1 else (1, cols), device=p.device)
+                buf, v = state['momentum_buffer'], state['second_moment']
+                buf.lerp_(p.grad, 1 - mu)
+                O = polar_express(p.grad.lerp(buf, mu), group['ns_steps']).float()
+                v.lerp_(O.square().mean(dim=along, keepdim=True), 1 - group['beta2'])
+                U = O * v.clamp_min(1e-10).rsqrt()
+                U *= O.norm() / U.norm().clamp_min(1e-10)
+                U += wd * p * (U * p >= 0)
+                p.sub_(U.to(p.dtype), alpha=lr * max(1.0, rows / cols) ** 0.5)
+
+
+class StableAdamW(torch.optim.Optimizer):
+    """AdamW with the RDM recipe's two changes (Parcae Q.1, after Geiping et al.), each switchable:
+    update clipping (Wortsman et al. 2023: a tensor's lr is divided by max(1, RMS(g / sqrt(v_hat))),
+    so a gradient far above its running second moment takes no outsized step) and no epsilon, by
+    Adam-atan2 (Everett et al. 2024: atan2(m_hat, sqrt(v_hat)), bounded by pi/2, 0 where m = v = 0).
+    Decay is decoupled, lr * weight_decay, as torch's AdamW."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, update_clipping=True,
+                 atan2=True):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      update_clipping=update_clipping, atan2=atan2))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            (b1, b2), lr = group['betas'], group['lr']
+            for p in group['params']:
+                if p.grad is None:
+                    continue
+                g, state = p.grad, self.state[p]
+                if not state:
+                    state.update(step=0, exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+                state['step'] += 1
+                t = state['step']
+                m_hat = state['exp_avg'].lerp_(g, 1 - b1) / (1 - b1 ** t)
+                v_hat = state['exp_avg_sq'].lerp_(g.square(), 1 - b2) / (1 - b2 ** t)
+                step_lr = lr
+                if group['update_clipping']:  # v_hat = 0 only where g = 0: that term is 0
+                    rms = (g.square() / v_hat.clamp_min(torch.finfo(v_hat.dtype).tiny)).mean().sqrt()
+                    step_lr = lr / rms.clamp_min(1.0)
+                if group['atan2']:
+                    update = torch.atan2(m_hat, v_hat.sqrt())
+                else:
+                    update = m_hat / (v_hat.sqrt() + group['eps'])
+                p.mul_(1 - step_lr * group['weight_decay'])
+                p.sub_(step_lr * update)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import optim
+import parcae
 import prepare_data
 import train
 from conftest import read_log, run_script
@@ -62,7 +63,7 @@ def polar_reference(G, steps=5):
     """The same polynomials applied to the singular values of G directly (float64 SVD)."""
     U, S, Vh = torch.linalg.svd(G.double(), full_matrices=False)
     s = S / (G.double().norm() * 1.02 + 1e-6)
-    for a, b, c in optim.POLAR_EXPRESS[:steps]:
+    for a, b, c in parcae.POLAR_EXPRESS[:steps]:
         s = a * s + b * s ** 3 + c * s ** 5
     return U @ torch.diag(s) @ Vh
 
@@ -71,7 +72,7 @@ def polar_reference(G, steps=5):
 def test_polar_express_orthogonalises(shape):
     torch.manual_seed(0)
     G = torch.randn(*shape)
-    O = optim.polar_express(G)
+    O = parcae.polar_express(G)
     assert O.shape == G.shape
     sv = torch.linalg.svdvals(O.double())
     assert sv.min() > 0.85 and sv.max() < 1.15          # about U V^T ...
@@ -112,7 +113,7 @@ def test_parcae_muon_equals_reference(shape):
     w = torch.nn.Parameter(torch.randn(*shape))
     grads = [torch.randn(*shape) for _ in range(3)]
     expect = muon_reference(w.detach(), grads, lr=0.05, mu=0.9, wd=0.3, beta2=0.8)
-    opt = optim.ParcaeMuon([w], lr=0.05, momentum=0.9, weight_decay=0.3, beta2=0.8)
+    opt = parcae.ParcaeMuon([w], lr=0.05, momentum=0.9, weight_decay=0.3, beta2=0.8)
     for g in grads:
         w.grad = g.clone()
         opt.step()
@@ -124,7 +125,7 @@ def test_muon_momentum_warms_up_and_weight_decay_falls():
            'muon_weight_decay': 0.2, 'muon_wd_decay': True, 'max_iters': 1000, 'learning_rate': 8e-3,
            'schedule': 'trapezoid', 'warmup_iters': 0, 'min_lr': 0.0}
     opts = train.make_optimizers(tiny_gpt(), cfg, 'cpu')
-    assert isinstance(opts[1], optim.ParcaeMuon) and type(opts[0]) is torch.optim.AdamW
+    assert isinstance(opts[1], parcae.ParcaeMuon) and type(opts[0]) is torch.optim.AdamW
     got = {}
     for it in (0, 150, 300, 900):
         train.set_schedule(opts, it, cfg)
@@ -156,7 +157,7 @@ def test_stable_adamw_equals_reference(clip, atan2):
     w0 = w.detach().clone()
     grads = [torch.randn(5, 4) * s for s in (1.0, 1.0, 30.0, 1.0)]   # a spike on step 3: clipping acts
     expect = adam_reference(w.detach(), grads, lr=0.01, b1=0.9, b2=0.95, wd=0.1, clip=clip, atan2=atan2)
-    opt = optim.StableAdamW([w], lr=0.01, betas=(0.9, 0.95), weight_decay=0.1, update_clipping=clip, atan2=atan2)
+    opt = parcae.StableAdamW([w], lr=0.01, betas=(0.9, 0.95), weight_decay=0.1, update_clipping=clip, atan2=atan2)
     for g in grads:
         w.grad = g.clone()
         opt.step()
@@ -173,7 +174,7 @@ def test_stable_adamw_equals_reference(clip, atan2):
 def test_update_clipping_bounds_a_spike():
     # after a quiet start, a gradient 1000x larger moves the weight about one lr, not more
     w = torch.nn.Parameter(torch.zeros(64))
-    opt = optim.StableAdamW([w], lr=0.01, betas=(0.9, 0.999), update_clipping=True, atan2=False)
+    opt = parcae.StableAdamW([w], lr=0.01, betas=(0.9, 0.999), update_clipping=True, atan2=False)
     for s in (1e-3, 1e-3, 1e-3, 1.0):
         before = w.detach().clone()
         w.grad = torch.full((64,), s)
@@ -184,7 +185,7 @@ def test_update_clipping_bounds_a_spike():
 def test_atan2_adam_has_no_epsilon_and_no_nan():
     # rows of an embedding that no batch touched: m = v = 0 gives a zero update, not 0/0
     w = torch.nn.Parameter(torch.ones(3, 2))
-    opt = optim.StableAdamW([w], lr=0.1, weight_decay=0.0, update_clipping=True, atan2=True)
+    opt = parcae.StableAdamW([w], lr=0.1, weight_decay=0.0, update_clipping=True, atan2=True)
     w.grad = torch.tensor([[1e-12, -1e-12], [0.0, 0.0], [2.0, 0.0]])
     opt.step()
     assert torch.isfinite(w).all()
@@ -196,7 +197,7 @@ def test_atan2_adam_has_no_epsilon_and_no_nan():
 def test_rdm_keys_select_stable_adamw():
     cfg = {**train.DEFAULTS, 'update_clipping': True, 'adam_atan2': True}
     opt, = train.make_optimizers(tiny_gpt(), cfg, 'cpu')
-    assert isinstance(opt, optim.StableAdamW)
+    assert isinstance(opt, parcae.StableAdamW)
     assert all(g['update_clipping'] and g['atan2'] for g in opt.param_groups)
     assert type(train.make_optimizers(tiny_gpt(), train.DEFAULTS, 'cpu')[0]) is torch.optim.AdamW
 
