@@ -1,5 +1,6 @@
 """
-nanoGPT-style configuration, shared by train.py, sample.py, eval.py and bench.py:
+nanoGPT-style configuration, shared by train.py, sample.py and the tools, and the checks that keep
+a mistake to one line (values, and the data a config names):
 
     python train.py config/parcae_140m.py --batch_size=16 --compile=False
 
@@ -18,13 +19,24 @@ replace their values. A config cannot use a base's values in its own expressions
 """
 import ast
 import difflib
+import json
+import math
 import os
 import sys
 import types
 
+import numpy as np
+
 
 class ConfigError(Exception):
     pass
+
+
+def fail(msg):
+    """One line on stderr (from rank 0 only under torchrun: every rank meets the same mistake), exit 2."""
+    if int(os.environ.get('RANK', 0)) == 0:
+        print(f"error: {msg}", file=sys.stderr)
+    sys.exit(2)
 
 
 def _read_file(path, chain=()):
@@ -124,3 +136,108 @@ def check_values(cfg, ranges, choices, none_or):
     for k, ok in choices.items():
         if cfg[k] not in ok:
             raise ConfigError(f"{k} must be {' or '.join(map(repr, ok))}, got {cfg[k]!r}")
+
+
+def train_defaults(path=os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')):
+    """train.py's defaults, its top-level literal assignments, read without running train.py (the
+    tools resolve a config as train.py does; nothing imports the trainer)."""
+    tree = ast.parse(open(path).read(), path)
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id == 'DEFAULTS':   # the end of the defaults
+                return out
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    raise ConfigError(f"{path} has no DEFAULTS line after its defaults")
+
+
+CHECKS = {  # what train.py can run with: a kind of RANGES -> its keys
+    'positive': ('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'log_interval', 'eval_iters',
+                 'hole_stride', 'learning_rate', 'eps', 'n_layer', 'n_head', 'n_embd', 'vocab_size', 'lr_decay_iters',
+                 'muon_lr'),
+    'non_negative': ('max_iters', 'warmup_iters', 'min_lr', 'weight_decay', 'grad_clip', 'muon_momentum', 'muon_weight_decay'),
+    'fraction': ('p_synth', 'p_fill', 'p_hole', 'cooldown_frac', 'dropout'),
+    'below_one': ('beta1', 'beta2'),
+}
+CHOICES = {'sampler': ('random', 'blocks'), 'schedule': ('cosine', 'constant', 'trapezoid'), 'optimizer': ('adamw', 'muon'),
+           'muon_variant': ('torch', 'parcae')}
+NONE_OR = {'compile': bool, 'tf32': bool, 'mask_id': int, 'vocab_size': int, 'lr_decay_iters': int, 'muon_lr': (int, float)}
+
+
+def check_settings(cfg):
+    """train.py's settings, checked before anything is built."""
+    check_values(cfg, CHECKS, CHOICES, NONE_OR)
+    if cfg['mask_id'] is not None and cfg['mask_id'] < 0:
+        raise ConfigError(f"mask_id must be None or a token id >= 0, got {cfg['mask_id']!r}")
+    if not cfg['out_dir']:
+        raise ConfigError("out_dir must name a folder, got ''")
+
+
+# ----------------------------------------------------------------------------- the data a config names
+def read_meta(cfg):
+    """The dataset's meta.json (None when there is none); it must be JSON with a vocab_size."""
+    path = os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json')
+    if not os.path.isfile(path):
+        return None
+    try:
+        meta = json.load(open(path, encoding='utf-8'))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path} is not valid JSON ({e}): re-run python prepare_data.py {cfg['dataset']}")
+    if not isinstance(meta, dict) or not isinstance(meta.get('vocab_size'), int) or meta['vocab_size'] <= 0:
+        raise ConfigError(f"{path} lacks a positive integer vocab_size: re-run python prepare_data.py {cfg['dataset']}")
+    return meta
+
+
+def check_tokens(path, min_tokens, vocab_size=None):
+    """A .bin stream of uint16 token ids: whole tokens, at least min_tokens of them, and (when
+    vocab_size is given) every id below it. One pass over the file for the ids."""
+    size = os.path.getsize(path)
+    if size == 0 or size % 2:
+        raise ConfigError(f"{path} holds {size} bytes, not a whole positive number of uint16 tokens "
+                          f"(2 bytes each): prepare the data again")
+    if size // 2 < min_tokens:
+        raise ConfigError(f"{path} holds {size // 2} tokens, fewer than the {min_tokens} needed; lower --block_size")
+    if vocab_size is not None:
+        top = int(np.max(np.memmap(path, dtype=np.uint16, mode='r')))
+        if top >= vocab_size:
+            raise ConfigError(f"{path} holds token id {top}, outside the vocabulary of {vocab_size} "
+                              f"(meta.json's vocab_size or --vocab_size); prepare the data again")
+
+
+def dataset_vocab(cfg, meta):
+    """The model's vocab size: the config's, else the data's (one more when holes need a MASK id)."""
+    need = meta['vocab_size'] if meta else None
+    mid = cfg['mask_id'] if cfg['mask_id'] is not None else (meta or {}).get('mask_id', need)
+    if cfg['p_fill'] > 0 and mid is not None:
+        need = max(need, mid + 1)
+    if cfg['vocab_size'] is None:
+        if need is None:
+            raise ConfigError(f"vocab_size is not set and {cfg['data_dir']}/{cfg['dataset']}/meta.json does not exist; "
+                              f"set --vocab_size or prepare the data (python prepare_data.py {cfg['dataset']})")
+        return need, mid
+    if need is not None and cfg['vocab_size'] < need:
+        raise ConfigError(f"vocab_size {cfg['vocab_size']} is smaller than the data needs ({need}, dataset '{cfg['dataset']}')")
+    return cfg['vocab_size'], mid
+
+
+def split_batch(cfg, world):
+    """(micro-batch, micro-steps) per process so that an iteration holds batch_size *
+    gradient_accumulation_steps sequences over `world` processes: the largest micro-batch up to
+    batch_size that divides a process's share. None when the sequences do not divide by world."""
+    seqs = cfg['batch_size'] * cfg['gradient_accumulation_steps']
+    if seqs % world:
+        return None
+    share = seqs // world
+    batch = max(b for b in range(1, min(cfg['batch_size'], share) + 1) if share % b == 0)
+    return batch, share // batch
+
+
+def split_hint(cfg, world):
+    """The values that would divide: the next gradient_accumulation_steps, or batch_size."""
+    B, A = cfg['batch_size'], cfg['gradient_accumulation_steps']
+    A2 = A * world // math.gcd(B * A, world)
+    step = world // math.gcd(A, world)
+    B2 = (B // step) * step or step
+    return (f"batch_size * gradient_accumulation_steps = {B} * {A} sequences per iteration do not split over "
+            f"{world} processes: pass --gradient_accumulation_steps={A2} ({B * A2} sequences) or --batch_size={B2} "
+            f"({B2 * A} sequences)")

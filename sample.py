@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from configurator import ConfigError, check, parse_args
 from prepare_data import DataError, get_tokenizer
-from train import knob_names, load_checkpoint, resolve_device
+from models import knob_names, load_checkpoint, resolve_device
 
 DEFAULTS = dict(
     out_dir='out',

@@ -1,5 +1,5 @@
 """
-The one trainer, for every model in the repo.
+The one trainer, for every model in the repo; read it top to bottom.
 
     python train.py                                     # small GPT on the offline synthetic battery
     python train.py config/parcae_140m.py --batch_size=16
@@ -15,20 +15,23 @@ A new run never replaces a trained one: into an out_dir that holds ckpt.pt it ne
 --init_from=resume (continue), another --out_dir, or --overwrite=True. --eval_only=True writes nothing.
 """
 import dataclasses
-import importlib
-import inspect
+import functools
 import json
 import math
 import os
 import sys
 import time
-from contextlib import nullcontext
+import zlib
 
+import numpy as np
 import torch
 
-from configurator import ConfigError, check, check_values, parse_args
-from dataloader import Batches, check_tokens, dataset_vocab, read_meta, split_batch, split_hint
-from optim import make_optimizers, set_schedule
+from configurator import (ConfigError, check_settings, check_tokens, dataset_vocab, fail, read_meta, split_batch,
+                          split_hint)
+from fon import make_holes
+from models import (build_model, check_device, configure_optimizers, knob_names, load_weights, model_classes,
+                    model_fields, peak_flops, read_checkpoint, resolve_config, resolve_device, save_checkpoint,
+                    spec_peak_flops, use_tf32)
 
 # ----------------------------------------------------------------------------- defaults
 # I/O
@@ -95,222 +98,8 @@ compile = None               # None: on for CUDA
 tf32 = None                  # CUDA TF32 matmuls; None: on unless dtype is 'float32' (then true FP32)
 DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, tuple, type(None)))}
 
-# ----------------------------------------------------------------------------- models
-MODELS = {  # name -> (module, model class, config class)
-    'gpt': ('baselines', 'GPT', 'GPTConfig'),
-    'mamba2': ('baselines', 'Mamba2', 'Mamba2Config'),
-    'parcae': ('parcae', 'Parcae', 'ParcaeConfig'),
-    'textnca': ('textnca', 'TextNCA', 'TextNCAConfig'),
-    'fon': ('fon', 'FON', 'FONConfig'),
-    'workspace': ('workspace', 'Workspace', 'WorkspaceConfig'),
-}
 
-
-def model_classes(name):
-    if name not in MODELS:
-        raise ConfigError(f"unknown model '{name}' (known: {', '.join(MODELS)})")
-    module, cls, cfg_cls = MODELS[name]
-    mod = importlib.import_module(module)
-    return getattr(mod, cls), getattr(mod, cfg_cls)
-
-
-def model_fields(name):
-    """The config fields of a model with their defaults (None where a default is derived)."""
-    _, cfg_cls = model_classes(name)
-    return {f.name: f.default if f.default is not dataclasses.MISSING else None for f in dataclasses.fields(cfg_cls)}
-
-
-def resolve_config(argv, with_given=False):
-    """Defaults < config files < --key=value, checked against train.py's keys and the model's fields
-    (with_given: also the settings the user gave, config files included)."""
-    given = parse_args(argv)
-    name = given.get('model', DEFAULTS['model'])
-    known = {**model_fields(name), **DEFAULTS}
-    cfg = {**DEFAULTS, **check(given, known)}
-    return (cfg, given) if with_given else cfg
-
-
-CHECKS = {  # what train.py can run with (configurator.RANGES)
-    'positive': ('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'log_interval', 'eval_iters',
-                 'hole_stride', 'learning_rate', 'eps', 'n_layer', 'n_head', 'n_embd', 'vocab_size', 'lr_decay_iters',
-                 'muon_lr'),
-    'non_negative': ('max_iters', 'warmup_iters', 'min_lr', 'weight_decay', 'grad_clip', 'muon_momentum', 'muon_weight_decay'),
-    'fraction': ('p_synth', 'p_fill', 'p_hole', 'cooldown_frac', 'dropout'),
-    'below_one': ('beta1', 'beta2'),
-}
-CHOICES = {'sampler': ('random', 'blocks'), 'schedule': ('cosine', 'constant', 'trapezoid'), 'optimizer': ('adamw', 'muon'),
-           'muon_variant': ('torch', 'parcae')}
-NONE_OR = {'compile': bool, 'tf32': bool, 'mask_id': int, 'vocab_size': int, 'lr_decay_iters': int, 'muon_lr': (int, float)}
-
-
-def check_settings(cfg):
-    check_values(cfg, CHECKS, CHOICES, NONE_OR)
-    if cfg['mask_id'] is not None and cfg['mask_id'] < 0:
-        raise ConfigError(f"mask_id must be None or a token id >= 0, got {cfg['mask_id']!r}")
-    if not cfg['out_dir']:
-        raise ConfigError("out_dir must name a folder, got ''")
-
-
-def build_model(name, cfg):
-    """The model named `name`, its config built from the entries of cfg that are its fields."""
-    cls, cfg_cls = model_classes(name)
-    names = {f.name for f in dataclasses.fields(cfg_cls)}
-    try:
-        return cls(cfg_cls(**{k: v for k, v in cfg.items() if k in names}))
-    except (ValueError, TypeError, AssertionError, ZeroDivisionError, RuntimeError) as e:
-        raise ConfigError(f"invalid {name} config: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-
-
-def knob_names(model):
-    """The runtime knobs a model's forward accepts (Parcae num_recur, TextNCA Ts, FON holes...)."""
-    params = inspect.signature(model.forward).parameters
-    return [p for p in params if p not in ('idx', 'targets')]
-
-
-CKPT_KEYS = ('model', 'model_name', 'model_args', 'config', 'iter_num')
-
-
-def read_checkpoint(path, device='cpu'):
-    """The checkpoint dict in an out_dir or a ckpt.pt file; a file torch cannot read, or one
-    train.py did not write, is one line."""
-    if os.path.isdir(path):
-        path = os.path.join(path, 'ckpt.pt')
-    if not os.path.isfile(path):
-        raise ConfigError(f"no checkpoint at {path} (train one first: python train.py --out_dir=...)")
-    try:
-        ckpt = torch.load(path, map_location=device, weights_only=False)
-    except Exception as e:  # truncated, empty, garbage: torch says so in many ways
-        raise ConfigError(f"{path} is unreadable ({os.path.getsize(path)} bytes; {type(e).__name__}: "
-                          f"{str(e).splitlines()[0][:120] if str(e) else 'no detail'}): train again or restore a copy")
-    missing = [k for k in CKPT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
-    if missing:
-        raise ConfigError(f"{path} is not a train.py checkpoint (it lacks {', '.join(missing)})")
-    return ckpt
-
-
-def load_checkpoint(path, device='cpu'):
-    """(model, checkpoint dict) from an out_dir or a ckpt.pt file."""
-    ckpt = read_checkpoint(path, device)
-    model = build_model(ckpt['model_name'], ckpt['model_args'])
-    try:
-        model.load_state_dict(ckpt['model'])
-    except RuntimeError as e:  # weights of other shapes than the model code builds now
-        raise ConfigError(f"the weights in {path} do not fit the current {ckpt['model_name']} model code: "
-                          f"{state_dict_error(e)}")
-    return model.to(device), ckpt
-
-
-def measure_peak_flops(device, dtype, n=1024, reps=2):
-    """A device's achievable matmul FLOP/s, measured (best of three rounds after a warm-up): the
-    MFU denominator where no spec sheet applies, so MFU means something on a CPU too."""
-    g = torch.Generator(device).manual_seed(0)  # leaves the global RNG alone (exact resume)
-    a, b = (torch.randn(n, n, device=device, dtype=dtype, generator=g) for _ in range(2))
-    sync = torch.cuda.synchronize if str(device).startswith('cuda') else (lambda: None)
-    best = 0.0
-    for _ in range(3):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        sync()
-        best = max(best, 2 * n ** 3 * reps / (time.perf_counter() - t0))
-    return best
-
-
-def spec_peak_flops(device, dtype):
-    """The spec sheet's dense bf16/fp16 tensor-core peak of a known GPU, else None."""
-    if str(device).startswith('cuda') and dtype in (torch.bfloat16, torch.float16):
-        name = torch.cuda.get_device_name(device)
-        specs = {'A100': 312e12, 'H100': 989e12, 'H200': 989e12, 'B200': 2250e12, 'RTX PRO 6000': 503e12}
-        for key, flops in specs.items():
-            if key in name:
-                return flops
-    return None
-
-
-def peak_flops(device, dtype):
-    """The MFU denominator: the spec sheet's peak, else the fastest matmul measured here in fp32 or
-    the run's dtype (not fp16 on a CPU, whose slow fallback kernel would undercount the machine)."""
-    spec = spec_peak_flops(device, dtype)
-    if spec:
-        return spec
-    cpu = not str(device).startswith(('cuda', 'mps'))
-    dtypes = {torch.float32, dtype} - ({torch.float16} if cpu else set())
-    return max(measure_peak_flops(device, d) for d in dtypes)
-
-
-# ----------------------------------------------------------------------------- data
-# ----------------------------------------------------------------------------- checkpoints
-def save_checkpoint(path, ckpt):
-    """Atomic: a crash mid-write leaves the previous ckpt.pt whole."""
-    tmp = path + '.tmp'
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)
-
-
-def log_jsonl(path, record):
-    with open(path, 'a') as f:
-        f.write(json.dumps(record) + '\n')
-
-
-def resolve_device(device, dtype):
-    """'auto' picks cuda when there is one, and bf16 where the GPU supports it: (device, torch
-    dtype, autocast context). eval.py and bench.py choose the same way."""
-    dev = ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else str(device)
-    check_device(dev)
-    device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
-    if dtype == 'auto':
-        dtype = 'bfloat16' if device_type == 'cuda' and torch.cuda.is_bf16_supported() else 'float32'
-    pt = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dtype)
-    if pt is None:
-        raise ConfigError(f"dtype must be auto, float32, bfloat16 or float16, got {dtype!r}")
-    return dev, pt, nullcontext() if pt == torch.float32 else torch.autocast(device_type, dtype=pt)
-
-
-def check_device(dev):
-    """A device this machine has: cpu, cuda, cuda:N (N < the number of GPUs), mps."""
-    try:
-        kind = torch.device(dev).type
-    except (RuntimeError, ValueError):
-        kind = None
-    if kind not in ('cpu', 'cuda', 'mps'):
-        raise ConfigError(f"device must be auto, cpu, cuda, cuda:N or mps, got {dev!r}")
-    if kind == 'cuda':
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if n == 0:
-            raise ConfigError(f"device {dev!r}: this machine has no CUDA GPU (or this torch build has no CUDA); use --device=cpu")
-        if torch.device(dev).index is not None and torch.device(dev).index >= n:
-            raise ConfigError(f"device {dev!r} does not exist: this machine has {n} CUDA GPU(s), cuda:0..cuda:{n - 1}")
-    if kind == 'mps' and not torch.backends.mps.is_available():
-        raise ConfigError(f"device {dev!r}: MPS (Apple GPU) is not available here; use --device=cpu")
-
-
-def use_tf32(cfg, ptdtype):
-    """TF32 for float32 matmuls on CUDA: the tf32 key, else on unless the run asked for float32
-    (the workspace paper trains its small models in FP32; TF32 keeps only 10 mantissa bits)."""
-    return cfg['tf32'] if cfg['tf32'] is not None else ptdtype != torch.float32
-
-
-def fail(msg):
-    """One line on stderr (from rank 0 only under torchrun: every rank meets the same mistake), exit 2."""
-    if int(os.environ.get('RANK', 0)) == 0:
-        print(f"error: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
-def state_dict_error(e):
-    """The first specific line of load_state_dict's error (a size mismatch, a missing key)."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return (lines[1:] or lines or ['no detail'])[0][:300]
-
-
-def load_weights(model, state, source):
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as e:  # a state dict of other shapes
-        raise ConfigError(f"the weights in {source} do not fit this config's {type(model).__name__}: {state_dict_error(e)}")
-
-
+# ----------------------------------------------------------------------------- the run folder
 def prepare_out_dir(cfg, given):
     """The checkpoint to resume (None for a new run), after the checks that keep a trained run
     safe: a new run never replaces out_dir's ckpt.pt unless told to, and a resumed run keeps the
@@ -368,7 +157,7 @@ def trim_log(path, iter_num):
     os.replace(path + '.tmp', path)
 
 
-# ----------------------------------------------------------------------------- main
+
 def print_sizes(cfg):
     """Parameters and FLOPs of a config, built on the meta device: no data, no memory."""
     cfg['vocab_size'] = dataset_vocab(cfg, read_meta(cfg))[0]
@@ -379,9 +168,19 @@ def print_sizes(cfg):
     print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
 
 
-def load_data(cfg, master, ddp, rank, world):
-    """(meta, Batches) once every stream is checked. The synthetic battery is made on the spot,
-    so python train.py works offline."""
+# ----------------------------------------------------------------------------- data
+def data_streams(cfg):
+    """The .bin files a run reads: train and val, and the synthetic battery's train stream that
+    p_synth mixes into training."""
+    streams = {s: os.path.join(cfg['data_dir'], cfg['dataset'], f'{s}.bin') for s in ('train', 'val')}
+    if cfg['p_synth'] > 0:
+        streams['synth_train'] = os.path.join(cfg['data_dir'], cfg['synth_dataset'], 'train.bin')
+    return streams
+
+
+def load_data(cfg, master, ddp):
+    """(meta, streams, mask id) once every stream is checked. The synthetic battery is made on the
+    spot, so python train.py works offline."""
     ds_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
     if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
         if master:
@@ -396,41 +195,121 @@ def load_data(cfg, master, ddp, rank, world):
     if meta is None:
         raise ConfigError(f"{ds_dir}/meta.json not found: prepare the data first (python prepare_data.py {cfg['dataset']})")
     cfg['vocab_size'], mask = dataset_vocab(cfg, meta)
-    streams = [ds_dir] + ([os.path.join(cfg['data_dir'], cfg['synth_dataset'])] if cfg['p_synth'] > 0 else [])
-    for d in streams:
-        for split in ('train', 'val'):
-            if os.path.isfile(os.path.join(d, f'{split}.bin')):   # Batches names a missing one
-                check_tokens(os.path.join(d, f'{split}.bin'), cfg['block_size'] + 2, cfg['vocab_size'])
-    return meta, Batches(cfg, rank, world, mask)
+    streams = data_streams(cfg)
+    for name, path in streams.items():
+        if not os.path.isfile(path):
+            need = cfg['synth_dataset'] if name.startswith('synth') else cfg['dataset']
+            raise ConfigError(f"{path} not found: prepare the data first (python prepare_data.py {need})"
+                              if name != 'synth_train' else f"{path} not found: p_synth needs python prepare_data.py {need}")
+        check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'])
+    return meta, streams, mask
 
 
-def start_model(cfg, ckpt, master):
-    """The model with the checkpoint's weights (resume), another run's (init_from=DIR) or fresh
-    ones. A new run starts its own log in out_dir; a resumed one trims its log to the checkpoint."""
-    model = build_model(cfg['model'], cfg)
-    if ckpt is not None:
-        load_weights(model, ckpt['model'], os.path.join(cfg['out_dir'], 'ckpt.pt'))
-    elif cfg['init_from'] != 'scratch':
-        src = read_checkpoint(cfg['init_from'])
-        if src['model_name'] != cfg['model']:
-            raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
-        load_weights(model, src['model'], cfg['init_from'])
-    if master and not cfg['eval_only']:
-        log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
-        try:
-            os.makedirs(cfg['out_dir'], exist_ok=True)
-            if ckpt is None:
-                open(log_path, 'w').close()
-            else:
-                trim_log(log_path, ckpt['iter_num'])
-            json.dump(cfg, open(os.path.join(cfg['out_dir'], 'config.json'), 'w'), indent=1, default=str)
-        except OSError as e:
-            raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}")
-    return model
+def batch_generator(cfg, rank, *key):
+    """A generator seeded by (seed, rank, split, iteration, micro-step): every batch is a pure
+    function of where it falls, so a resumed run sees exactly the batches of an uninterrupted one."""
+    return torch.Generator().manual_seed(zlib.crc32(repr((cfg['seed'], rank) + key).encode()))
 
 
+def windows(path, n, T, g):
+    """n random windows of T + 1 tokens, and their answer marks where a synthetic stream has a
+    {split}_answers.bin beside it (the task-given holes of FON's fine-tuning), else None."""
+    data = np.memmap(path, dtype=np.uint16, mode='r')
+    ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
+    xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
+    marks = path[:-4] + '_answers.bin'
+    if not os.path.isfile(marks):
+        return xy, None
+    mark = np.memmap(marks, dtype=np.uint8, mode='r')
+    return xy, torch.from_numpy(np.stack([mark[i:i + T + 1] for i in ix])).bool()
+
+
+def blocks(path, n, T, draw, cfg, rank, world):
+    """The workspace paper's sampler: non-overlapping blocks of T + 1 tokens, one shuffle per pass
+    (the same on every rank), no replacement; draw counts this rank's micro-batches."""
+    data = np.memmap(path, dtype=np.uint16, mode='r')
+    nblocks = len(data) // (T + 1)
+    out = []
+    for k in range(n):
+        epoch, j = divmod((draw * n + k) * world + rank, nblocks)     # the global draw index, over all ranks
+        b = block_order(cfg['seed'], epoch, nblocks)[j].item()
+        out.append(torch.from_numpy(data[b * (T + 1):(b + 1) * (T + 1)].astype(np.int64)))
+    return torch.stack(out)
+
+
+@functools.lru_cache(maxsize=2)
+def block_order(seed, epoch, nblocks):
+    return torch.randperm(nblocks, generator=torch.Generator().manual_seed(zlib.crc32(repr((seed, 'blocks', epoch)).encode())))
+
+
+def get_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
+    """(x, y, holes) for micro-step `micro` of iteration `it`. Eval sets use negative iterations
+    and are plain LM windows; training batches may mix in synthetic sequences (p_synth, FON's
+    pretraining) and get holes (p_fill, FON's hole fine-tuning)."""
+    n, accum = split_batch(cfg, world)
+    T = cfg['block_size']
+    g = batch_generator(cfg, rank, split, it, micro)
+    training = split == 'train' and it >= 0
+    marks = None
+    if cfg['sampler'] == 'blocks' and training:
+        xy = blocks(streams[split], n, T, it * accum + micro, cfg, rank, world)
+    else:
+        xy, marks = windows(streams[split], n, T, g)
+    if cfg['p_synth'] > 0 and training:
+        use = torch.rand(n, generator=g) < cfg['p_synth']
+        if use.any():
+            xy[use], synth_marks = windows(streams['synth_train'], int(use.sum()), T, g)
+            if synth_marks is not None:
+                marks = torch.zeros_like(xy, dtype=torch.bool) if marks is None else marks
+                marks[use] = synth_marks
+    x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
+    holes = None
+    if cfg['p_fill'] > 0 and training:
+        x, y, holes = make_holes(x, y, mask, g, cfg['p_fill'], cfg['hole_stride'], cfg['p_hole'],
+                                 None if marks is None else marks[:, :-1])
+    return x, y, holes
+
+
+# ----------------------------------------------------------------------------- the schedule
+def get_lr(it, cfg):
+    """The learning rate at iteration it as a fraction of the peak: linear warmup, then cosine to
+    min_lr, constant, or trapezoid (constant, then a linear cooldown over cooldown_frac)."""
+    warm, floor = cfg['warmup_iters'], cfg['min_lr'] / cfg['learning_rate']
+    if it < warm:
+        return (it + 1) / (warm + 1)
+    if cfg['schedule'] == 'constant':
+        return 1.0
+    if cfg['schedule'] == 'trapezoid':
+        start = cfg['max_iters'] * (1 - cfg['cooldown_frac'])
+        if it < start:
+            return 1.0
+        return 1.0 - (1.0 - floor) * min(1.0, (it - start) / max(1.0, cfg['max_iters'] - start))
+    decay = cfg['lr_decay_iters'] or cfg['max_iters']
+    if it >= decay:
+        return floor
+    ratio = (it - warm) / max(1, decay - warm)
+    return floor + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (1.0 - floor)
+
+
+def set_schedule(opts, it, cfg):
+    """Every optimizer's rates at iteration it, from the config alone (so a resumed run may change
+    them); Muon's weight decay falls to 0 over the run (muon_wd_decay) and its momentum warms up
+    from muon_momentum_start (Parcae Table 21). A group may carry an 'lr_scale' (optim_groups)."""
+    mult = get_lr(it, cfg)
+    for k, opt in enumerate(opts):
+        peak = cfg['learning_rate'] if k == 0 else (cfg['muon_lr'] or cfg['learning_rate'])
+        for g in opt.param_groups:
+            g['lr'] = peak * mult * g.get('lr_scale', 1.0)
+            if k == 1:
+                g['weight_decay'] = cfg['muon_weight_decay'] * (max(0.0, 1.0 - it / cfg['max_iters']) if cfg['muon_wd_decay'] else 1.0)
+                warm = min(1.0, it / cfg['muon_momentum_warmup']) if cfg['muon_momentum_warmup'] > 0 else 1.0
+                g['momentum'] = cfg['muon_momentum_start'] + warm * (cfg['muon_momentum'] - cfg['muon_momentum_start'])
+    return mult * cfg['learning_rate']
+
+
+# ----------------------------------------------------------------------------- eval and checkpoints
 @torch.no_grad()
-def estimate_loss(model, batches, cfg, dev, autocast):
+def estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world):
     """Mean train and val loss over eval_iters fixed batches. Under torchrun every rank must take
     the same checkpoint/NaN decision (saving is collective), so the means are averaged over ranks,
     which also evaluates on world x eval_iters batches."""
@@ -438,7 +317,7 @@ def estimate_loss(model, batches, cfg, dev, autocast):
     losses = torch.zeros(2, cfg['eval_iters'], device=dev)   # on dev: nccl reduces only CUDA tensors
     for i, split in enumerate(('train', 'val')):
         for k in range(cfg['eval_iters']):
-            x, y, _ = batches.get(split, -1 - k)   # negative iterations: a fixed eval set
+            x, y, _ = get_batch(split, -1 - k, 0, cfg, streams, mask, rank, world)
             with autocast:
                 _, loss = model(x.to(dev), y.to(dev))
             losses[i, k] = loss.float()
@@ -448,6 +327,11 @@ def estimate_loss(model, batches, cfg, dev, autocast):
         mean /= torch.distributed.get_world_size()
     model.train()
     return {'train': mean[0].item(), 'val': mean[1].item()}
+
+
+def log_jsonl(path, record):
+    with open(path, 'a') as f:
+        f.write(json.dumps(record) + '\n')
 
 
 def save_run(cfg, model, opts, scaler, meta, it, best_val):
@@ -467,6 +351,7 @@ def save_run(cfg, model, opts, scaler, meta, it, best_val):
 def diverged(what, cfg, last_good):
     fail(f"{what}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} still holds the last good state (iter {last_good}); "
          f"resume with --init_from=resume and a lower learning_rate")
+
 
 
 def main(argv):
@@ -504,14 +389,35 @@ def main(argv):
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
 
-    # --- data, model, optimizers; a resumed run restores the optimizers, the scaler and its RNG
+    # --- data and model: the checkpoint's weights (resume), another run's (init_from=DIR) or fresh ones
     try:
-        meta, batches = load_data(cfg, master, ddp, rank, world)
-        raw_model = start_model(cfg, ckpt, master).to(dev)
+        meta, streams, mask = load_data(cfg, master, ddp)
+        raw_model = build_model(cfg['model'], cfg)
+        if ckpt is not None:
+            load_weights(raw_model, ckpt['model'], os.path.join(cfg['out_dir'], 'ckpt.pt'))
+        elif cfg['init_from'] != 'scratch':
+            src = read_checkpoint(cfg['init_from'])
+            if src['model_name'] != cfg['model']:
+                raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
+            load_weights(raw_model, src['model'], cfg['init_from'])
+        log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
+        if master and not cfg['eval_only']:   # a new run starts its own log; a resumed one trims its log to the checkpoint
+            try:
+                os.makedirs(cfg['out_dir'], exist_ok=True)
+                if ckpt is None:
+                    open(log_path, 'w').close()
+                else:
+                    trim_log(log_path, ckpt['iter_num'])
+                json.dump(cfg, open(os.path.join(cfg['out_dir'], 'config.json'), 'w'), indent=1, default=str)
+            except OSError as e:
+                raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}")
     except ConfigError as e:
         fail(e)
+    raw_model.to(dev)
     knobs = knob_names(raw_model)
-    opts = make_optimizers(raw_model, cfg, device_type)
+
+    # --- optimizers (AdamW, + Muon for hidden matrices); a resumed run restores them, the scaler and its RNG
+    opts = configure_optimizers(raw_model, cfg, device_type)
     scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
     iter_num, best_val = 0, float('inf')
     if ckpt is not None:
@@ -528,7 +434,6 @@ def main(argv):
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if device_type == 'cuda' else None,
                                                           find_unused_parameters=unused)
 
-    log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
     tokens_per_iter = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
     flops_per_iter = raw_model.flops_per_token(cfg['block_size']) * tokens_per_iter
     spec = spec_peak_flops(dev, ptdtype)
@@ -548,7 +453,7 @@ def main(argv):
         lr = set_schedule(opts, iter_num, cfg)
         # a resumed run evaluates where it starts, as its log was trimmed there
         if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
-            losses = estimate_loss(model, batches, cfg, dev, autocast)
+            losses = estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world)
             if master:
                 print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
             if cfg['eval_only']:    # evaluation writes nothing
@@ -566,14 +471,13 @@ def main(argv):
             break
 
         for micro in range(accum):
-            x, y, holes = batches.get('train', iter_num, micro)
+            x, y, holes = get_batch('train', iter_num, micro, cfg, streams, mask, rank, world)
             x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
             kw = {'holes': holes.to(dev)} if holes is not None and 'holes' in knobs else {}
             if ddp:  # sync gradients only on the last micro-step
                 model.require_backward_grad_sync = micro == accum - 1
             with autocast:
-                _, loss = model(x, y, **kw)
-                loss = loss / accum
+                loss = model(x, y, **kw)[1] / accum   # the logits are not kept: at 32k vocab they are GBs
             scaler.scale(loss).backward()
         if cfg['grad_clip'] > 0:
             for opt in opts:

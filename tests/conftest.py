@@ -1,7 +1,10 @@
+import functools
 import json
 import os
+import runpy
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -63,3 +66,16 @@ def run_script(script, *args, env=None, check=True, cwd=ROOT, module=False, time
 def read_log(out_dir, kind='train'):
     recs = [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
     return [r for r in recs if r['kind'] == kind]
+
+
+@functools.lru_cache(maxsize=1)
+def train_script():
+    """train.py's defaults and functions (DEFAULTS, get_batch, get_lr, main, ...), read by running
+    the file without its __main__ block: no file imports the trainer."""
+    return types.SimpleNamespace(**runpy.run_path(os.path.join(ROOT, 'train.py'), run_name='train_script'))
+
+
+def get_batch(cfg, split, it, micro=0, rank=0, world=1, mask=None):
+    """(x, y, holes) as train.py draws them for this config."""
+    T = train_script()
+    return T.get_batch(split, it, micro, {**T.DEFAULTS, **cfg}, T.data_streams({**T.DEFAULTS, **cfg}), mask, rank, world)

@@ -51,7 +51,7 @@ def test_causal_and_decode_equals_forward(kw):
 
 def test_separate_qkv_is_the_fused_matrix_split_and_muon_sees_three():
     # nanochat (and Parcae's blocks) keep q, k, v apart, so Muon orthogonalises each of them
-    import train
+    import models
     torch.manual_seed(0)
     fused = GPT(tiny(n_kv_head=2))
     sep = GPT(tiny(n_kv_head=2, fused_qkv=False))
@@ -68,7 +68,7 @@ def test_separate_qkv_is_the_fused_matrix_split_and_muon_sees_three():
            'beta2': 0.95, 'eps': 1e-8, 'muon_momentum': 0.95, 'muon_weight_decay': 0.0}
     m = GPT(tiny(n_kv_head=2, fused_qkv=False, value_embeds=True))
     names = {id(p): n for n, p in m.named_parameters()}
-    adamw, muon = train.make_optimizers(m, cfg, 'cpu')
+    adamw, muon = models.configure_optimizers(m, cfg, 'cpu')
     in_muon = {names[id(p)] for g in muon.param_groups for p in g['params']}
     in_adamw = {names[id(p)] for g in adamw.param_groups for p in g['params']}
     assert in_muon == {f'transformer.h.{i}.{n}.weight' for i in range(2)   # Parcae's Table 20

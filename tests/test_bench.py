@@ -7,8 +7,9 @@ import os
 import pytest
 import torch
 
-import bench
-import train
+from tools import bench
+import models
+from conftest import train_script
 
 TINY = ['--block_size=16', '--batch_size=2', '--n_embd=32', '--n_head=2', '--n_layer=2', '--vocab_size=64',
         '--warmup=1', '--iters=2']
@@ -22,7 +23,7 @@ def test_shared_shape_matches_gpt_parameter_count():
     target = bench.params_of('gpt', configs['gpt'])
     assert len(configs) >= 5
     for name, cfg in configs.items():   # width steps alone (no d_ff to solve, e.g. Mamba2) land within 5%
-        tol = 0.01 if 'd_ff' in train.model_fields(name) else 0.05
+        tol = 0.01 if 'd_ff' in models.model_fields(name) else 0.05
         assert bench.params_of(name, cfg) == pytest.approx(target, rel=tol), name
     assert configs['parcae']['n_prelude'] + configs['parcae']['n_recur_layers'] + configs['parcae']['n_coda'] == 4
 
@@ -52,11 +53,11 @@ def test_config_files_first_is_reference(tmp_path):
 
 
 def test_cpu_memory_counts_saved_activations():
-    cfg = {**train.DEFAULTS, 'n_layer': 1, 'n_embd': 32, 'n_head': 2, 'vocab_size': 64, 'block_size': 16}
+    cfg = {**train_script().DEFAULTS, 'n_layer': 1, 'n_embd': 32, 'n_head': 2, 'vocab_size': 64, 'block_size': 16}
     sizes = []
     for B in (1, 4):
-        model = train.build_model('gpt', cfg)
-        opts = train.make_optimizers(model, cfg, 'cpu')
+        model = models.build_model('gpt', cfg)
+        opts = models.configure_optimizers(model, cfg, 'cpu')
         x = torch.randint(64, (B, 16))
         sizes.append(bench.cpu_step_bytes(model, opts, lambda: model(x, x)[1]))
     p = sum(q.numel() * 4 for q in model.parameters())
@@ -110,8 +111,8 @@ def test_gpu_check_flags_a_recompile_storm():
     # Parcae needs a few versions of its recurrent block by design: with the limit at 1 the check
     # must stop at the limit instead of silently running on in eager
     opt = {**bench.DEFAULTS, 'backend': 'eager', 'warmup': 3, 'iters': 1}
-    cfg = bench.tiny(train.resolve_config([os.path.join(bench.ROOT, 'config', 'cpu_parcae.py')]))
-    dev, ptdtype, ctx = train.resolve_device('cpu', 'float32')
+    cfg = bench.tiny(models.resolve_config([os.path.join(bench.ROOT, 'config', 'cpu_parcae.py')]))
+    dev, ptdtype, ctx = models.resolve_device('cpu', 'float32')
     with torch._dynamo.config.patch(recompile_limit=1), pytest.raises(torch._dynamo.exc.FailOnRecompileLimitHit):
         bench.check_model('parcae', cfg, opt, dev, ptdtype, ctx, 1e9, (8, 12))
     torch._dynamo.reset()

@@ -10,10 +10,10 @@ import os
 import pytest
 import torch
 
-import bench
-import train
+from tools import bench
+import models
 
-from conftest import ROOT, read_log
+from conftest import ROOT, read_log, train_script
 
 # one config per model and every shape the loop takes: Parcae's per-sequence depths (nanochat
 # setup; the RDM's per-batch depth and linear injection), TextNCA with K = 4 stages and with a
@@ -27,13 +27,13 @@ def compiled_run(path, data_dir, out_dir, backend, monkeypatch, iters=6):
     """train.py on config `path` at bench.TINY_SHAPE with compile=True through `backend`: iters
     training steps, an eval before, halfway and after. A recompile storm raises. Returns
     bench.compile_stats() and the config; the logged losses must be finite."""
-    cfg = bench.tiny(train.resolve_config([path]))
+    cfg = bench.tiny(models.resolve_config([path]))
     shape = [f'--{k}={cfg[k]}' for k in bench.TINY_SHAPE if k in cfg]
     compile_ = torch.compile
     monkeypatch.setattr(torch, 'compile', lambda m, **kw: compile_(m, backend=backend, **kw))
     stats = bench.compile_stats()
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
-        train.main([path, *shape, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={out_dir}', '--device=cpu',
+        train_script().main([path, *shape, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={out_dir}', '--device=cpu',
                     '--dtype=float32', '--compile=True', f'--max_iters={iters}', f'--eval_interval={iters // 2}',
                     '--eval_iters=1', '--log_interval=1', '--gradient_accumulation_steps=1', '--p_synth=0.0',
                     '--init_from=scratch', '--warmup_iters=0'])

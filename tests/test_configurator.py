@@ -67,7 +67,7 @@ def test_every_config_file_is_valid():
     """Each config/*.py names a model and only keys that train.py or that model knows."""
     import glob
     import os
-    from train import resolve_config
+    from models import resolve_config
     files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), '..', 'config', '*.py')))
     assert files
     for f in files:
@@ -78,6 +78,6 @@ def test_every_config_file_is_valid():
 def test_help_prints_the_scripts_usage():
     from conftest import run_script
     for script, first in [('train.py', 'The one trainer'), ('sample.py', 'Generate or infill'),
-                          ('eval.py', 'Evaluate a checkpoint')]:
-        p = run_script(script, '--help')
+                          ('tools.eval', 'Evaluate a checkpoint')]:
+        p = run_script(script, '--help', module=script.startswith('tools.'))
         assert p.stdout.startswith(first) and '--key=value' not in p.stderr

@@ -126,10 +126,10 @@ def cases(d):
 
 def drive(table_path):
     """Runs each case of the table in a forked child; prints [exit code, stderr] per case."""
-    import train
     import sample
-    import eval as evaluate
-    mains = {'train.py': train.main, 'sample.py': sample.main, 'eval.py': evaluate.main}
+    from conftest import train_script
+    from tools import eval as evaluate
+    mains = {'train.py': train_script().main, 'sample.py': sample.main, 'eval.py': evaluate.main}
     results = []
     for k, (script, args) in enumerate(json.load(open(table_path))):
         err = f'{table_path}.{k}.err'

@@ -8,8 +8,8 @@ import torch
 
 import fon
 from configurator import parse_args
-from dataloader import make_holes
-from fon import FON, FONConfig
+from conftest import get_batch, train_script
+from fon import FON, FONConfig, make_holes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MASK = 39
@@ -147,7 +147,7 @@ def test_delay_logits_get_their_own_learning_rate():
     """optim_groups: every parameter once; the delay logits at delay_lr_scale x lr. One AdamW step
     moves each parameter by its lr (the first Adam step is lr * sign(grad), with an eps far below
     the first layer's tiny gradients)."""
-    import train
+    import models
     m = model(delay_lr_scale=10.0).train()
     groups = m.optim_groups(0.1)
     ids = [id(p) for g in groups for p in g['params']]
@@ -158,8 +158,8 @@ def test_delay_logits_get_their_own_learning_rate():
     assert FON(tiny()).train_stats()['delay_shift'] < 1e-5             # at init
     cfg = {'learning_rate': 1e-3, 'weight_decay': 0.0, 'warmup_iters': 0, 'schedule': 'constant', 'max_iters': 10,
            'eps': 1e-30}
-    opts = train.make_optimizers(m, cfg, 'cpu')
-    train.set_schedule(opts, 0, {**train.DEFAULTS, **cfg})
+    opts = models.configure_optimizers(m, cfg, 'cpu')
+    train_script().set_schedule(opts, 0, {**train_script().DEFAULTS, **cfg})
     z0, rho0 = m.layers[0].mix.delay_logit.detach().clone(), m.layers[0].mix.lam.bias.detach().clone()
     x, holes = holed_batch()
     _, loss = m(x.masked_fill(holes, MASK), torch.randint(0, MASK, x.shape), holes=holes)
@@ -266,7 +266,7 @@ def test_tiny_fon_trains_then_fills_holes_above_its_no_hole_baseline():
     assert sum(losses[-10:]) / 10 < 0.5 * losses[0]
     for _ in range(80):                                                      # hole fine-tuning
         x, y = block_batch(B, T, V, g)
-        x, y, holes = make_holes(x, y, cfg, V, g)
+        x, y, holes = make_holes(x, y, V, g, cfg['p_fill'], cfg['hole_stride'], cfg['p_hole'])
         step(x, y, holes)
     m.eval()
     x, _ = block_batch(256, T, V, g)
@@ -282,7 +282,7 @@ def test_train_py_pretrain_then_hole_finetune_then_infill(char_data, tmp_path):
     """The paper's two phases through train.py (holes passed to forward), then eval.py's infill
     accuracy and sample.py's MASK infill on the checkpoint."""
     import json
-    from conftest import read_log, run_script
+    from conftest import read_log, run_script, train_script
     V = json.load(open(os.path.join(char_data, 'tiny', 'meta.json')))['vocab_size']
     common = [f'--data_dir={char_data}', '--dataset=tiny', '--model=fon', '--n_layer=1', '--n_embd=32',
               '--max_delay=31', '--block_size=32', '--batch_size=8', '--eval_iters=2', '--log_interval=1',
@@ -292,7 +292,7 @@ def test_train_py_pretrain_then_hole_finetune_then_infill(char_data, tmp_path):
     run_script('train.py', *common, f'--out_dir={ft}', f'--init_from={pre}', '--max_iters=5', '--p_fill=1.0',
                '--p_hole=0.5', '--learning_rate=1e-4', '--schedule=constant', '--warmup_iters=0')
     assert [r['iter'] for r in read_log(ft)] == list(range(5))
-    run_script('eval.py', f'--out_dir={ft}', '--infill=True')
+    run_script('tools.eval', f'--out_dir={ft}', '--infill=True', module=True)
     res = json.load(open(ft / 'eval' / 'infill.json'))
     assert res['holes_passed'] and res['holes'] > 0
     p = run_script('sample.py', f'--out_dir={ft}', '--infill=True', '--start=the [MASK]at sat', '--num_samples=1')
@@ -336,7 +336,7 @@ def test_hole_finetuning_holes_the_answer_spans_of_synthetic_tasks(tmp_path):
     gets stride-8 self-holing."""
     import battery
     import prepare_data
-    import train
+    import models
     from conftest import make_char_dataset
     data = str(tmp_path)
     make_char_dataset(data, n_chars=20_000)
@@ -344,12 +344,11 @@ def test_hole_finetuning_holes_the_answer_spans_of_synthetic_tasks(tmp_path):
     meta = json.load(open(os.path.join(d, 'meta.json')))
     _, decode = prepare_data.get_tokenizer(meta)
     examples = {''.join(e[1:]): e[1:] for e in battery.synthetic_split(1337, 1100, 220)['train']}
-    cfg = {**train.DEFAULTS, 'data_dir': data, 'batch_size': 8, 'block_size': 64, 'p_fill': 1.0}
+    cfg = {**train_script().DEFAULTS, 'data_dir': data, 'batch_size': 8, 'block_size': 64, 'p_fill': 1.0}
     for extra in ({'dataset': 'synthetic'}, {'dataset': 'tiny', 'p_synth': 1.0, 'synth_dataset': 'synthetic'}):
-        batches = train.Batches({**cfg, **extra}, mask=meta['mask_id'])
         checked = 0
         for it in range(4):
-            x, y, holes = batches.get('train', it)
+            x, y, holes = get_batch({**cfg, **extra}, 'train', it, mask=meta['mask_id'])
             truth = torch.where(holes, y, x)
             assert (x[holes] == meta['mask_id']).all() and (x[~holes] != meta['mask_id']).all()
             for row, hole in zip(truth.tolist(), holes.tolist()):
@@ -360,5 +359,5 @@ def test_hole_finetuning_holes_the_answer_spans_of_synthetic_tasks(tmp_path):
                     assert hole[a + 1:b] == want
                     checked += 1
         assert checked > 20
-    x, y, holes = train.Batches({**cfg, 'dataset': 'tiny'}, mask=99).get('train', 0)   # no answers: stride 8
+    x, y, holes = get_batch({**cfg, 'dataset': 'tiny'}, 'train', 0, mask=99)   # no answers: stride 8
     assert holes.any() and not holes[:, torch.arange(64) % 8 != 0].any()

@@ -405,7 +405,7 @@ def test_resume_is_exact_and_eval_sweeps_num_recur(char_data, tmp_path):
     la = {r['iter']: r['loss'] for r in read_log(a)}
     lb = {r['iter']: r['loss'] for r in read_log(b)}
     assert sorted(la) == list(range(4)) and la == lb
-    run_script('eval.py', f'--out_dir={a}', '--sweep=num_recur=1..3', f'--out={tmp_path}/ev')
+    run_script('tools.eval', f'--out_dir={a}', '--sweep=num_recur=1..3', f'--out={tmp_path}/ev', module=True)
     import json
     res = json.load(open(tmp_path / 'ev' / 'sweep_num_recur.json'))
     assert len(res['loss']) == 3 and all(math.isfinite(v) for v in res['loss'])

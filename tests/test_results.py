@@ -7,13 +7,13 @@ import subprocess
 
 import pytest
 
-import results
-import train
+from tools import results
+import models
 
 
 def n_params(args, vocab_size):
-    cfg = train.resolve_config(args + [f'--vocab_size={vocab_size}'])
-    return sum(p.numel() for p in train.build_model(cfg['model'], cfg).parameters())
+    cfg = models.resolve_config(args + [f'--vocab_size={vocab_size}'])
+    return sum(p.numel() for p in models.build_model(cfg['model'], cfg).parameters())
 
 
 def test_parcae_rdm_and_gpt_are_parameter_matched():
@@ -22,11 +22,11 @@ def test_parcae_rdm_and_gpt_are_parameter_matched():
         counts = {m: n_params(runs[f'{m} lr {lr:g}'], 65) for m in ('Parcae', 'RDM', 'GPT')}
         assert abs(counts['RDM'] / counts['Parcae'] - 1) < 1e-3, counts
         assert abs(counts['GPT'] / counts['Parcae'] - 1) < 1e-3, counts
-        cfg = train.resolve_config(runs[f'RDM lr {lr:g}'])   # config/rdm_100m.py's choices, at cpu_parcae's size
+        cfg = models.resolve_config(runs[f'RDM lr {lr:g}'])   # config/rdm_100m.py's choices, at cpu_parcae's size
         assert (cfg['injection'], cfg['block'], cfg['depth_sampling'], cfg['prelude_norm'], cfg['readout']) == \
             ('linear', 'sandwich', 'per_batch', False, False)
         same = {k: cfg[k] for k in ('learning_rate', 'update_clipping', 'adam_atan2', 'schedule', 'max_iters')}
-        gpt = train.resolve_config(runs[f'GPT lr {lr:g}'])
+        gpt = models.resolve_config(runs[f'GPT lr {lr:g}'])
         assert {k: gpt[k] for k in same} == same and gpt['init'] == 'scaled_zero'
 
 

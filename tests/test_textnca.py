@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 import baselines
-import train
 from configurator import parse_args
+from conftest import train_script
 from textnca import Perceive, TextNCA, TextNCAConfig, gla_attention, local_attention, local_attention_reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +30,7 @@ EXACT = {'textnca_hier': 30_830_592, 'textnca_interleaved': 27_677_696, 'textnca
          'textnca_k4': 35_556_352, 'textnca_residual': 26_107_392, 'textnca_l1': 21_379_072,
          'textnca_gla': 30_881_280, 'textnca_l1_gla': 21_395_968, 'textnca_l1_conv': 28_980_224,
          'textnca_hybrid': 33_982_976}
-TRAIN_KEYS = set(train.DEFAULTS)
+TRAIN_KEYS = set(train_script().DEFAULTS)
 CONFIGS = ['tf_6l', 'tf_12l', 'ut', 'swin_tf_staged', 'swin_tf_6l'] + sorted(
     os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, 'config', 'textnca_*.py')))
 
@@ -429,7 +429,7 @@ def test_tiny_model_trains():
 # ---------------------------------------------------------------------------- through train.py
 
 def test_train_py_run_and_resume(char_data, tmp_path):
-    from conftest import read_log, run_script
+    from conftest import read_log, run_script, train_script
     out = tmp_path / 'out'
     common = [f'--data_dir={char_data}', '--dataset=tiny', f'--out_dir={out}', '--eval_interval=3',
               '--eval_iters=2', '--log_interval=1', '--batch_size=4', '--block_size=32', '--n_embd=32',

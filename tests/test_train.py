@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from conftest import read_log, run_script
+from conftest import get_batch, read_log, run_script
 
 TINY = ['--dataset=tiny', '--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=8',
         '--eval_iters=2', '--log_interval=1', '--compile=False']
@@ -64,12 +64,12 @@ def test_ddp_two_gloo_processes(char_data, tmp_path):
     assert len(torch.load(out / 'ckpt.pt', weights_only=False)['rng']) == 2
     # every rank takes the checkpoint decision from the same number: the mean of all ranks' eval
     # losses (each rank has its own eval batches), recomputed here from the saved weights
-    import train
-    model, ckpt = train.load_checkpoint(out)
+    import models
+    model, ckpt = models.load_checkpoint(out)
     model.eval()
     cfg = ckpt['config']
     with torch.no_grad():
-        per_rank = [sum(model(*train.Batches(cfg, rank, 2).get('val', -1 - k)[:2])[1].item()
+        per_rank = [sum(model(*get_batch(cfg, 'val', -1 - k, rank=rank, world=2)[:2])[1].item()
                         for k in range(cfg['eval_iters'])) / cfg['eval_iters'] for rank in (0, 1)]
     logged = {e['iter']: e['val_loss'] for e in evals}[ckpt['iter_num']]
     assert abs(per_rank[0] - per_rank[1]) > 1e-3

@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import train
+import models
+from conftest import get_batch, train_script
 from baselines import GPT, GPTConfig
 from configurator import parse_args
 from workspace import VARIANTS, Workspace, WorkspaceConfig, prefix_summaries, prefix_summaries_reference
@@ -189,8 +190,8 @@ def count(name):
 
 def test_configs_are_valid_train_configs():
     for name in [n for size in BUDGETS.values() for n, _ in size] + ['cpu_workspace']:
-        cfg = train.resolve_config([os.path.join(ROOT, 'config', f'{name}.py')])  # unknown keys raise
-        model = train.build_model(cfg['model'], {**cfg, 'n_embd': 32, 'n_head': 4, 'd_ff': 16, 'slot_dim': 4})
+        cfg = models.resolve_config([os.path.join(ROOT, 'config', f'{name}.py')])  # unknown keys raise
+        model = models.build_model(cfg['model'], {**cfg, 'n_embd': 32, 'n_head': 4, 'd_ff': 16, 'slot_dim': 4})
         assert model.config.block_size == cfg['block_size'] and model.config.vocab_size == 257
 
 
@@ -266,14 +267,13 @@ def test_block_sampler_covers_every_block_once_per_pass(tmp_path):
     stream = np.arange(nblocks * L + 5, dtype=np.uint16)
     stream.tofile(d / 'train.bin')
     stream.tofile(d / 'val.bin')
-    cfg = {**train.DEFAULTS, 'data_dir': str(tmp_path), 'dataset': 'blocks', 'block_size': L - 1,
+    cfg = {**train_script().DEFAULTS, 'data_dir': str(tmp_path), 'dataset': 'blocks', 'block_size': L - 1,
            'sampler': 'blocks', 'batch_size': 2, 'gradient_accumulation_steps': 1, 'seed': 11}
-    batches = train.Batches(cfg)
     passes = []
     for p in range(2):
         seen = []
         for it in range(p * nblocks // 2, (p + 1) * nblocks // 2):
-            x, y, _ = batches.get('train', it)
+            x, y, _ = get_batch(cfg, 'train', it)
             xy = torch.cat([x[:, :1], y], dim=1)
             assert torch.equal(x[:, 1:], y[:, :-1])
             for row in xy.tolist():

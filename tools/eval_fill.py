@@ -1,7 +1,7 @@
 """
 eval.py's hole-filling analyses: how well a checkpoint fills what is missing.
 
---infill: holes made with dataloader.make_holes on the val eval set (every sequence holed, the
+--infill: holes made with fon.make_holes on the val eval set (every sequence holed, the
 checkpoint's hole_stride and p_hole); full-vocabulary argmax hit rate at the holes (holes= passed
 when forward takes it), against two no-hole readings of the token p: the same model's argmax at
 p-1 on the un-holed input (it reads the other holes' true tokens), and the checkpoint without
@@ -20,12 +20,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import train
+import configurator
+import models
 from battery import CHANCE, FUTURE, TASKS, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
 from configurator import ConfigError
-from dataloader import make_holes
+from fon import make_holes
 from prepare_data import get_tokenizer
-from report import axes, save_figure, write_json
+from tools.report import axes, save_figure, write_json
 
 
 def pretrained_model(ev):
@@ -36,7 +37,7 @@ def pretrained_model(ev):
         return None, 'the run was not fine-tuned from another checkpoint (set --baseline_from)'
     if not os.path.isfile(os.path.join(path, 'ckpt.pt')):
         return None, f'no checkpoint at {path} (set --baseline_from)'
-    model, _ = train.load_checkpoint(path, ev.dev)
+    model, _ = models.load_checkpoint(path, ev.dev)
     if ev.mask_id >= model.config.vocab_size:
         return None, f'the model at {path} has no row for the MASK id {ev.mask_id}'
     return model.eval(), path
@@ -47,15 +48,13 @@ def run_infill(ev):
     if ev.mask_id >= ev.vocab:
         raise ConfigError(f"the model has {ev.vocab} embedding rows, no row for the MASK id {ev.mask_id}: "
                           f"hole fine-tune it (train.py --p_fill=0.5) or train with a larger vocab_size")
-    cfg = {**ev.tcfg, 'p_fill': 1.0}
-    b = ev.batches(ev.opt['split'])
     pre, pre_note = pretrained_model(ev)
     hit = unholed = prior = n = 0
     hole_nll = 0.0
     for k in range(ev.tcfg['eval_iters']):
-        x, y, _ = b.get(ev.opt['split'], -1 - k)
-        g = b.generator('infill', k)
-        _, _, holes = make_holes(x, y, cfg, ev.mask_id, g)
+        x, y, _ = ev.eval_batch(ev.opt['split'], k)
+        g = ev.generator('infill', k)
+        _, _, holes = make_holes(x, y, ev.mask_id, g, 1.0, ev.tcfg['hole_stride'], ev.tcfg['p_hole'])
         holes[:, 0] = False    # no p-1 to compare with at position 0
         xh = x.masked_fill(holes, ev.mask_id)
         if not holes.any():
@@ -102,7 +101,7 @@ def battery_examples(ev, n):
     meta, name = ev.meta, ev.tcfg['dataset']
     if ev.tcfg.get('p_synth', 0) > 0:
         name = ev.tcfg['synth_dataset']
-        meta = train.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': name}) or meta
+        meta = configurator.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': name}) or meta
     if 'tasks' in meta and 'n_train' in meta:
         val = synthetic_split(meta['seed'], meta['n_train'], meta['n_val'])['val']
         path = os.path.join(ev.tcfg['data_dir'], name, 'val.bin')

@@ -7,10 +7,10 @@ whole validation stream and writes results/<paper>.md (the table) and results/<p
 
     python prepare_data.py shakespeare_char      # offline: --input path/to/input.txt
     python prepare_data.py shakespeare --tokenizer byte   # the workspace's bytes (offline: the same --input)
-    python results.py textnca                    # staged vs reversed vs uniform windows, GPT, Ts sweep
-    python results.py parcae                     # Parcae vs RDM vs GPT over learning rates, num_recur sweep
-    python results.py workspace                  # workspace vs anchored loop vs GPT, three seeds, bits/byte
-    python results.py fon                        # length extrapolation vs learned/RoPE/ALiBi; infill vs
+    python -m tools.results textnca                    # staged vs reversed vs uniform windows, GPT, Ts sweep
+    python -m tools.results parcae                     # Parcae vs RDM vs GPT over learning rates, num_recur sweep
+    python -m tools.results workspace                  # workspace vs anchored loop vs GPT, three seeds, bits/byte
+    python -m tools.results fon                        # length extrapolation vs learned/RoPE/ALiBi; infill vs
                                                  # drafting-only FON and the causal GPT after hole fine-tuning
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
@@ -29,7 +29,7 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt
 from PIL import Image   # matplotlib's own dependency
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo
 PY = sys.executable
 
 # A paper: its runs (name -> train.py arguments), the seeds each is trained with, and what to report.
@@ -158,7 +158,7 @@ def evaluate(out, *args):
         a.startswith('--sweep=') for a in args) else None
     path = os.path.join(dest, f'sweep_{name}.json' if name else 'stream_val.json')
     if not (os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(os.path.join(out, 'ckpt.pt'))):
-        subprocess.run([PY, 'eval.py', f'--out_dir={out}', f'--out={dest}', *args], cwd=ROOT, check=True,
+        subprocess.run([PY, '-m', 'tools.eval', f'--out_dir={out}', f'--out={dest}', *args], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL, env={**os.environ, 'OMP_NUM_THREADS': '1'})
     return json.load(open(path))
 
@@ -220,7 +220,7 @@ def eval_json(out, file, *args):
     dest = os.path.join(out, 'eval')
     path = os.path.join(dest, file)
     if not (os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(os.path.join(out, 'ckpt.pt'))):
-        subprocess.run([PY, 'eval.py', f'--out_dir={out}', f'--out={dest}', *args], cwd=ROOT, check=True,
+        subprocess.run([PY, '-m', 'tools.eval', f'--out_dir={out}', f'--out={dest}', *args], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL, env={**os.environ, 'OMP_NUM_THREADS': '1'})
     return json.load(open(path))
 
@@ -422,7 +422,7 @@ def write(paper, rows, fig, extra, seeds):
     Image.open(png).convert('RGB').quantize(256).save(png, optimize=True)   # a palette: a third of the bytes
     lines = [f"# {paper}: {PAPERS[paper]['claim']}", '',
              f"{PAPERS[paper].get('data', 'Tiny Shakespeare characters')}, whole validation stream (eval.py "
-             f"--stream=True), {seeds} seed(s) from 1337. Command: `python results.py {paper}`.", '',
+             f"--stream=True), {seeds} seed(s) from 1337. Command: `python -m tools.results {paper}`.", '',
              f"| run | model | {PAPERS[paper].get('metric', 'val loss')} (mean +- sd) | per seed | train wall time |",
              '|---|---|---|---|---|']
     for r in rows:
@@ -439,7 +439,7 @@ def main(argv):
     opts = dict(a[2:].split('=', 1) for a in argv if a.startswith('--') and '=' in a)
     papers = [a for a in argv if not a.startswith('--')]
     if len(papers) != 1 or papers[0] not in PAPERS or set(opts) - {'seeds', 'iters'}:
-        sys.exit(f"usage: python results.py {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N]")
+        sys.exit(f"usage: python -m tools.results {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N]")
     paper = papers[0]
     dataset, prepare = PAPERS[paper].get('dataset', ('shakespeare_char', 'shakespeare_char'))
     if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):

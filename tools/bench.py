@@ -1,20 +1,20 @@
 """
 Speed and memory of every model, side by side, measured one after the other in one process.
 
-    python bench.py                                        # every registered model, shared CPU shape
-    python bench.py --models=gpt,parcae --device=cuda --dtype=bfloat16 --compile=True
-    python bench.py config/fon_tf_d256.py config/fon_d256_t1.py --batch_size=16   # first = reference
-    python bench.py --decode=True --max_context=2048       # per-token decode latency, state memory
-    python bench.py --json=bench.json                      # the records, as a JSON list
-    python bench.py --gpu_check                            # the one-shot check of the GPU path (below)
+    python -m tools.bench                                        # every registered model, shared CPU shape
+    python -m tools.bench --models=gpt,parcae --device=cuda --dtype=bfloat16 --compile=True
+    python -m tools.bench config/fon_tf_d256.py config/fon_d256_t1.py --batch_size=16   # first = reference
+    python -m tools.bench --decode=True --max_context=2048       # per-token decode latency, state memory
+    python -m tools.bench --json=bench.json                      # the records, as a JSON list
+    python -m tools.bench --gpu_check                            # the one-shot check of the GPU path (below)
 
-Training step = forward + backward + the optimizer step train.py would build (train.make_optimizers:
+Training step = forward + backward + the optimizer step train.py would build (models.configure_optimizers:
 AdamW at the shared shape; a config file's own optimizer, e.g. Muon + AdamW for Parcae's Table 20),
 timed after `warmup` steps as the median of `iters` steps on one fixed random batch. ratio =
 ms_per_step / the reference's (GPT in --models mode when measured, else the first model);
 flops_ratio likewise for flops_per_token. Achieved FLOP/s = flops_per_token(T) * B * T / step
-time; MFU against train.peak_flops: the spec sheet's dense bf16 peak on a known CUDA device, else
-the measured matmul peak of this machine (train.measure_peak_flops), so MFU means something on a CPU.
+time; MFU against models.peak_flops: the spec sheet's dense bf16 peak on a known CUDA device, else
+the measured matmul peak of this machine (models.measure_peak_flops), so MFU means something on a CPU.
 
 Peak memory. CUDA: torch.cuda.max_memory_allocated over the timed steps. CPU (no allocator
 statistics): parameters + gradients + optimizer state + every tensor autograd saves for backward
@@ -62,10 +62,11 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
-import train
+import configurator
+import models
 from configurator import ConfigError, check, parse_args
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo
 
 # ----------------------------------------------------------------------------- defaults
 models = ''              # 'gpt,parcae,...'; '' = every registered model that imports
@@ -100,13 +101,13 @@ TINY_SHAPE = {'n_embd': 32, 'n_head': 2, 'head_dim': 16, 'n_kv_head': 2, 'd_ff':
 # ----------------------------------------------------------------------------- model configs
 def tiny(cfg):
     """cfg at TINY_SHAPE where the model has the field; its structure (depth, windows, loop) kept."""
-    fields = train.model_fields(cfg['model'])
+    fields = models.model_fields(cfg['model'])
     return {**cfg, **{k: v for k, v in TINY_SHAPE.items() if k in fields or k in ('vocab_size', 'block_size', 'batch_size')}}
 
 
 def params_of(name, cfg):
     with torch.device('meta'):
-        return train.build_model(name, cfg).num_params()
+        return models.build_model(name, cfg).num_params()
 
 
 def structure(name, opt):
@@ -120,7 +121,7 @@ def structure(name, opt):
 
 def size_to(name, cfg, target, step):
     """The width (a multiple of step) whose count comes closest to target, then refine()."""
-    fields = train.model_fields(name)
+    fields = models.model_fields(name)
     if 'n_embd' not in fields:
         return cfg
     d0_ff, d0 = fields.get('d_ff'), fields['n_embd']
@@ -176,7 +177,7 @@ def refine(name, cfg, fields, target):
 
 
 def shared_configs(names, opt):
-    base = {**train.DEFAULTS, 'block_size': opt['block_size'] or 256, 'batch_size': opt['batch_size'] or 4,
+    base = {**configurator.train_defaults(), 'block_size': opt['block_size'] or 256, 'batch_size': opt['batch_size'] or 4,
             'vocab_size': opt['vocab_size'], 'n_embd': opt['n_embd'], 'n_head': opt['n_head'],
             'n_layer': opt['n_layer'], 'dropout': 0.0, 'optimizer': 'adamw'}
     target = params_of('gpt', base)
@@ -194,23 +195,23 @@ def file_configs(paths, opt):
     out = []
     for path in paths:
         extra = [f'--{k}={opt[k]}' for k in ('batch_size', 'block_size') if opt[k] is not None]
-        cfg = train.resolve_config([path] + extra)
+        cfg = models.resolve_config([path] + extra)
         if cfg['vocab_size'] is None:
-            meta = train.read_meta(cfg)
+            meta = configurator.read_meta(cfg)
             if meta is not None:
-                cfg['vocab_size'] = train.dataset_vocab(cfg, meta)[0]
+                cfg['vocab_size'] = configurator.dataset_vocab(cfg, meta)[0]
             else:
-                cfg['vocab_size'] = train.model_fields(cfg['model'])['vocab_size']
+                cfg['vocab_size'] = models.model_fields(cfg['model'])['vocab_size']
         out.append((os.path.splitext(os.path.basename(path))[0], cfg))
     return out
 
 
 def registered(opt):
-    names = [n for n in opt['models'].split(',') if n] if opt['models'] else list(train.MODELS)
+    names = [n for n in opt['models'].split(',') if n] if opt['models'] else list(models.MODELS)
     ok = []
     for n in names:
         try:
-            train.model_classes(n)
+            models.model_classes(n)
             ok.append(n)
         except ConfigError:
             raise
@@ -270,9 +271,9 @@ def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak):
     device_type = 'cuda' if dev.startswith('cuda') else 'cpu'
     sync = torch.cuda.synchronize if device_type == 'cuda' else (lambda: None)
     torch.manual_seed(opt['seed'])
-    model = train.build_model(cfg['model'], cfg).to(dev)
+    model = models.build_model(cfg['model'], cfg).to(dev)
     model.train()
-    opts = train.make_optimizers(model, cfg, device_type)
+    opts = models.configure_optimizers(model, cfg, device_type)
     use_compile = opt['compile'] if opt['compile'] is not None else device_type == 'cuda'
     run = torch.compile(model, backend=opt['backend']) if use_compile else model
     B, T, V = cfg['batch_size'], cfg['block_size'], model.config.vocab_size
@@ -325,7 +326,7 @@ def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak):
 def bench_decode(name, cfg, opt, dev, ctx, lengths):
     sync = torch.cuda.synchronize if dev.startswith('cuda') else (lambda: None)
     torch.manual_seed(opt['seed'])
-    model = train.build_model(cfg['model'], {**cfg, 'block_size': max(lengths) + opt['decode_iters'] + 1}).to(dev)
+    model = models.build_model(cfg['model'], {**cfg, 'block_size': max(lengths) + opt['decode_iters'] + 1}).to(dev)
     model.eval()
     V = model.config.vocab_size
     toks = torch.randint(V, (max(lengths) + opt['decode_iters'] + 1, 1), device=dev)
@@ -405,7 +406,7 @@ def decode_gap(model, x):
 def check_model(name, cfg, opt, dev, ptdtype, ctx, peak, lengths):
     """One row of the GPU check (see the docstring)."""
     torch.manual_seed(opt['seed'])
-    model = train.build_model(cfg['model'], cfg).to(dev).eval()
+    model = models.build_model(cfg['model'], cfg).to(dev).eval()
     x = torch.randint(model.config.vocab_size, (1, cfg['block_size']), device=dev)
     row = {'sdpa': sdpa_kernels(model, x, ctx)}
     if hasattr(model, 'decode_step'):
@@ -415,7 +416,7 @@ def check_model(name, cfg, opt, dev, ptdtype, ctx, peak, lengths):
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
         row.update(bench_train(name, cfg, {**opt, 'compile': True}, dev, ptdtype, ctx, peak))
     row.update(stats())
-    if hasattr(train.model_classes(cfg['model'])[0], 'decode_step'):
+    if hasattr(models.model_classes(cfg['model'])[0], 'decode_step'):
         decode = bench_decode(name, cfg, opt, dev, ctx, lengths)
         row['decode_ms'] = [r['ms_per_token'] for r in decode]
         row['state_mb'] = [r['state_mb'] for r in decode]
@@ -461,7 +462,7 @@ def torchrun_result(proc, work, cuda, timeout=300):
 def gpu_check(configs, opt, dev, ptdtype, ctx):
     cuda = dev.startswith('cuda')
     t_start = time.time()
-    peak = train.peak_flops(dev, ptdtype)
+    peak = models.peak_flops(dev, ptdtype)
     lengths = (128, 512) if cuda else (8, 24)
     records = []
     with tempfile.TemporaryDirectory() as work:
@@ -544,7 +545,7 @@ def main(argv):
         for k in ('batch_size', 'block_size'):
             if opt[k] is not None and (not isinstance(opt[k], int) or opt[k] < 1):
                 raise ConfigError(f"{k} must be a positive integer, got {opt[k]!r}")
-        dev, ptdtype, ctx = train.resolve_device(opt['device'], opt['dtype'])
+        dev, ptdtype, ctx = models.resolve_device(opt['device'], opt['dtype'])
         if opt['gpu_check'] and not files:
             keep = registered(opt)
             files = [os.path.join(ROOT, 'config', f'{c}.py') for c in GPU_CHECK]
@@ -552,9 +553,9 @@ def main(argv):
         else:
             configs = file_configs(files, opt) if files else shared_configs(registered(opt), opt)
     except ConfigError as e:
-        train.fail(e)
+        configurator.fail(e)
     if dev.startswith('cuda'):   # as train.py: TF32 unless the run asked for float32
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = train.use_tf32({'tf32': None}, ptdtype)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = models.use_tf32({'tf32': None}, ptdtype)
     dname = torch.cuda.get_device_name(dev) if dev.startswith('cuda') else 'CPU'
     print(f"device {dev} ({dname}), dtype {str(ptdtype).split('.')[-1]}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
@@ -566,7 +567,7 @@ def main(argv):
         lengths = [int(L) for L in opt['contexts'] if int(L) <= cap]
         records = []
         for name, cfg in configs:
-            cls, _ = train.model_classes(cfg['model'])
+            cls, _ = models.model_classes(cfg['model'])
             if not hasattr(cls, 'decode_step'):
                 print(f"{name}: no decode_step, skipped", file=sys.stderr)
                 continue
@@ -579,7 +580,7 @@ def main(argv):
                               ('ms/token', lambda r: f"{r['ms_per_token']:.2f}"),
                               ('state MB', lambda r: f"{r['state_mb']:.2f}")]))
     else:
-        peak = train.peak_flops(dev, ptdtype)
+        peak = models.peak_flops(dev, ptdtype)
         records = []
         for name, cfg in configs:
             records.append(bench_train(name, cfg, opt, dev, ptdtype, ctx, peak))

@@ -2,17 +2,17 @@
 Evaluate a checkpoint (or compare several runs). Every result goes to --out (default
 out_dir/eval/) as JSON, and as a PNG where there is something to plot.
 
-    python eval.py --out_dir=out                          # loss, perplexity, bits/token, bits/byte
-    python eval.py --out_dir=out --stream=True            # the whole held-out stream, block by block
-    python eval.py --out_dir=out --sweep=num_recur=1..24  # Parcae test-time depth + L(T) fit
-    python eval.py --out_dir=out --sweep=Ts=1,2,4,6,8     # TextNCA inference-time Ts
-    python eval.py --out_dir=out --extrapolate=256,512,1024,2048
-    python eval.py --out_dir=out --infill=True --battery=True
-    python eval.py --compare out-fon out-tf out-mamba2 --battery    # FON Table 8: fill mode, the controls
-    python eval.py --out_dir=out --nca_steps=True --gates=True   # TextNCA Fig. 8 / Fig. 10
-    python eval.py --compare out-gpt out-parcae out-fon   # Markdown table + loss curves
-    python eval.py --compare out-fon out-tf --extrapolate=256,512,1024,2048   # extrapolation, one figure
-    python eval.py --out_dir=out --num_recur=16           # any forward knob, passed to every call
+    python -m tools.eval --out_dir=out                          # loss, perplexity, bits/token, bits/byte
+    python -m tools.eval --out_dir=out --stream=True            # the whole held-out stream, block by block
+    python -m tools.eval --out_dir=out --sweep=num_recur=1..24  # Parcae test-time depth + L(T) fit
+    python -m tools.eval --out_dir=out --sweep=Ts=1,2,4,6,8     # TextNCA inference-time Ts
+    python -m tools.eval --out_dir=out --extrapolate=256,512,1024,2048
+    python -m tools.eval --out_dir=out --infill=True --battery=True
+    python -m tools.eval --compare out-fon out-tf out-mamba2 --battery    # FON Table 8: fill mode, the controls
+    python -m tools.eval --out_dir=out --nca_steps=True --gates=True   # TextNCA Fig. 8 / Fig. 10
+    python -m tools.eval --compare out-gpt out-parcae out-fon   # Markdown table + loss curves
+    python -m tools.eval --compare out-fon out-tf --extrapolate=256,512,1024,2048   # extrapolation, one figure
+    python -m tools.eval --out_dir=out --num_recur=16           # any forward knob, passed to every call
 
 Scoring. Default: train.py's own eval set (batches.get(split, -1 - k), k < eval_iters, with the
 checkpoint's seed, batch_size and block_size), so the val loss equals the one train.py logged.
@@ -34,15 +34,17 @@ import json
 import math
 import os
 import sys
+import zlib
 
 import numpy as np
 import torch
 
-import train
+import configurator
+import models
 from configurator import ConfigError, check, parse_args
-from eval_fill import compare_battery, run_battery, run_infill
 from prepare_data import get_tokenizer, gpt2_encoding
-from report import axes, save_figure, write_json
+from tools.eval_fill import compare_battery, run_battery, run_infill
+from tools.report import axes, save_figure, write_json
 
 # ----------------------------------------------------------------------------- defaults
 out_dir = 'out'
@@ -62,7 +64,7 @@ battery_n = 100          # examples per task
 baseline_from = ''       # --infill: the checkpoint without hole fine-tuning ('': the run's init_from)
 nca_steps = False        # TextNCA: loss after every NCA step (model.step_losses)
 gates = False            # TextNCA: mean update/reset gates per step (model.gate_stats)
-compare = ''             # run folders (python eval.py --compare out-a out-b ...)
+compare = ''             # run folders (python -m tools.eval --compare out-a out-b ...)
 out = ''                 # '': out_dir/eval (compare: the first run's folder/compare)
 device = 'auto'
 dtype = 'auto'
@@ -203,11 +205,11 @@ class Evaluator:
 
     def __init__(self, cfg, knobs):
         self.opt = cfg
-        self.dev, self.ptdtype, self.ctx = train.resolve_device(cfg['device'], cfg['dtype'])
-        self.model, ckpt = train.load_checkpoint(cfg['out_dir'], self.dev)
+        self.dev, self.ptdtype, self.ctx = models.resolve_device(cfg['device'], cfg['dtype'])
+        self.model, ckpt = models.load_checkpoint(cfg['out_dir'], self.dev)
         self.model.eval()
         self.name = ckpt['model_name']
-        self.knob_names = [k for k in train.knob_names(self.model) if k != 'holes']
+        self.knob_names = [k for k in models.knob_names(self.model) if k != 'holes']
         bad = [k for k in knobs if k not in self.knob_names]
         if bad:
             known = sorted(set(DEFAULTS) | set(self.knob_names))
@@ -219,24 +221,36 @@ class Evaluator:
         for k in ('batch_size', 'seed', 'data_dir', 'dataset', 'eval_iters'):
             if cfg[k] is not None:
                 self.tcfg[k] = cfg[k]
-        self.meta = train.read_meta(self.tcfg) or ckpt.get('meta')
+        self.meta = configurator.read_meta(self.tcfg) or ckpt.get('meta')
         if self.meta is None:
             raise ConfigError(f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}/meta.json not found: eval needs the "
                               f"checkpoint's data (set --data_dir / --dataset)")
         self.vocab = self.model.config.vocab_size
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f"{cfg['split']}.bin")
         if os.path.isfile(path):   # a missing one is named where it is read
-            train.check_tokens(path, 1, self.vocab)
+            configurator.check_tokens(path, 1, self.vocab)
         mid = self.tcfg.get('mask_id')
         self.mask_id = mid if mid is not None else self.meta.get('mask_id', self.meta['vocab_size'])
         self.bytes = token_bytes(self.meta, self.vocab)
-        self.accepts_holes = 'holes' in train.knob_names(self.model)
+        self.accepts_holes = 'holes' in models.knob_names(self.model)
 
-    def batches(self, split):
-        cfg = dict(self.tcfg)
-        if split != 'train':
-            cfg['p_synth'] = 0.0   # val batches never mix in synth data; do not require its files
-        return train.Batches(cfg, 0, 1, self.mask_id)
+    def generator(self, *key):
+        """Seeded as train.py's get_batch seeds a batch on rank 0."""
+        return torch.Generator().manual_seed(zlib.crc32(repr((self.tcfg['seed'], 0) + key).encode()))
+
+    def eval_batch(self, split, k):
+        """Batch k of train.py's eval set: its get_batch at iteration -1 - k on one process, plain
+        windows of block_size + 1 tokens (tests check the two agree)."""
+        T, n = self.tcfg['block_size'], self.tcfg['batch_size']
+        path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
+        if not os.path.isfile(path):
+            raise ConfigError(f"{path} not found: prepare the data first (python prepare_data.py {self.tcfg['dataset']})")
+        data = np.memmap(path, dtype=np.uint16, mode='r')
+        if len(data) <= T + 1:
+            raise ConfigError(f"{path} holds fewer than block_size+2 = {T + 2} tokens; lower --block_size")
+        ix = torch.randint(len(data) - T - 1, (n,), generator=self.generator(split, -1 - k, 0)).tolist()
+        xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
+        return xy[:, :-1].clone(), xy[:, 1:].clone(), None
 
     def forward(self, x, y=None, **extra):
         kw = {**self.knobs, **extra}
@@ -263,9 +277,8 @@ class Evaluator:
                 seen += y.numel()
                 yield x, y, None
             return
-        b = self.batches(split)
         for k in range(self.tcfg['eval_iters']):
-            yield b.get(split, -1 - k)
+            yield self.eval_batch(split, k)
 
     @torch.no_grad()
     def score(self, split, block_size=None, max_targets=None, **extra):
@@ -475,12 +488,12 @@ def read_run(path):
         except (ValueError, UnicodeDecodeError) as e:
             raise ConfigError(f"{cfg_path} is not valid JSON ({e})")
     elif os.path.isfile(os.path.join(path, 'ckpt.pt')):
-        cfg = train.read_checkpoint(path)['config']
+        cfg = models.read_checkpoint(path)['config']
     else:
         raise ConfigError(f"{path} is not a run folder (no config.json or ckpt.pt)")
     cfg = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}
     with torch.device('meta'):
-        m = train.build_model(cfg['model'], cfg)
+        m = models.build_model(cfg['model'], cfg)
     log = []
     for line in open(log_path) if os.path.isfile(log_path) else []:
         try:
@@ -571,13 +584,13 @@ def main(argv):
                 results[job.__name__[4:]] = job(ev)
         return results
     except (ConfigError, ValueError) as e:   # bad input (a knob value a model rejects, too): one line
-        train.fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        configurator.fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     except OSError as e:    # a results folder that cannot be written
-        train.fail(f"{e.filename}: {e.strerror}")
+        configurator.fail(f"{e.filename}: {e.strerror}")
     except TypeError as e:  # a knob value of the wrong kind for the model
         if not (knobs or opt['sweep']):
             raise
-        train.fail(f"the model cannot run with {knobs or opt['sweep']}: TypeError: {str(e).splitlines()[0]}")
+        configurator.fail(f"the model cannot run with {knobs or opt['sweep']}: TypeError: {str(e).splitlines()[0]}")
 
 
 if __name__ == '__main__':
