@@ -168,12 +168,16 @@ def measure_peak_flops(device, dtype, n=1024, reps=2):
     return best
 
 
+GPU_PEAKS = (  # dense bf16/fp16 tensor-core spec-sheet peaks; the first name found in the device's name wins
+    ('H100 PCIe', 756e12), ('H100 NVL', 835e12), ('H100', 989e12), ('H200', 989e12), ('GH200', 989e12), ('A100', 312e12),
+    ('B200', 2250e12), ('B100', 1750e12), ('RTX PRO 6000', 503e12), ('L40S', 362e12), ('A10G', 125e12))
+
+
 def spec_peak_flops(device, dtype):
     """The spec sheet's dense bf16/fp16 tensor-core peak of a known GPU, else None."""
     if str(device).startswith('cuda') and dtype in (torch.bfloat16, torch.float16):
         name = torch.cuda.get_device_name(device)
-        specs = {'A100': 312e12, 'H100': 989e12, 'H200': 989e12, 'B200': 2250e12, 'RTX PRO 6000': 503e12}
-        for key, flops in specs.items():
+        for key, flops in GPU_PEAKS:
             if key in name:
                 return flops
     return None
@@ -187,7 +191,8 @@ def peak_flops(device, dtype):
         return spec
     cpu = not str(device).startswith(('cuda', 'mps'))
     dtypes = {torch.float32, dtype} - ({torch.float16} if cpu else set())
-    return max(measure_peak_flops(device, d) for d in dtypes)
+    n = 1024 if cpu else 8192   # a 1024^2 matmul cannot fill a modern GPU
+    return max(measure_peak_flops(device, d, n=n) for d in dtypes)
 
 
 # ----------------------------------------------------------------------------- optimizers
