@@ -88,20 +88,28 @@ def read_checkpoint(path, device='cpu'):
     return ckpt
 
 
+def state_dict_error(e):
+    """The first specific line of load_state_dict's error (a size mismatch, a missing key)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return (lines[1:] or lines or ['no detail'])[0][:300]
+
+
 def load_weights(model, state, source):
     try:
         model.load_state_dict(state)
-    except RuntimeError as e:  # weights of other shapes than the model code builds now
-        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-        raise ConfigError(f"the weights in {source} do not fit this {type(model).__name__}: "
-                          f"{(lines[1:] or lines or ['no detail'])[0][:300]}")
+    except RuntimeError as e:  # a state dict of other shapes
+        raise ConfigError(f"the weights in {source} do not fit this config's {type(model).__name__}: {state_dict_error(e)}")
 
 
 def load_checkpoint(path, device='cpu'):
     """(model, checkpoint dict) from an out_dir or a ckpt.pt file."""
     ckpt = read_checkpoint(path, device)
     model = build_model(ckpt['model_name'], ckpt['model_args'])
-    load_weights(model, ckpt['model'], path)
+    try:
+        model.load_state_dict(ckpt['model'])
+    except RuntimeError as e:  # weights of other shapes than the model code builds now
+        raise ConfigError(f"the weights in {path} do not fit the current {ckpt['model_name']} model code: "
+                          f"{state_dict_error(e)}")
     return model.to(device), ckpt
 
 

@@ -502,6 +502,8 @@ def main(argv):
                    'tokens_per_s': tokens_per_iter / dt, 'mfu': flops_per_iter / dt / peak}
             if cfg['grad_clip'] > 0:
                 rec['grad_norm'] = norm.item()
+            if device_type == 'cuda':
+                rec['peak_mem_gb'] = torch.cuda.max_memory_allocated(dev) / 2 ** 30
             if hasattr(raw_model, 'train_stats'):
                 rec.update(raw_model.train_stats())
             extra = ''.join(f", {k} {v:.4g}" for k, v in rec.items() if k not in ('kind', 'iter', 'loss', 'lr', 'ms', 'tokens_per_s', 'mfu'))

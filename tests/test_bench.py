@@ -86,7 +86,8 @@ def test_bad_input_is_one_line(capsys):
 
 def test_gpu_check_runs_on_cpu(capsys):
     # the one-shot GPU check at tiny shapes (backend eager: dynamo's graphs without inductor's
-    # code generation), so that it cannot rot between GPU sessions
+    # code generation), so that it cannot rot between GPU sessions: every model in its own worker
+    # process, then train.py itself, stopped, resumed and compared with the uninterrupted run
     records = bench.main(['--gpu_check', '--backend=eager', '--warmup=1', '--iters=1', '--decode_iters=2'])
     rows = {r['arch']: r for r in records[:-1]}
     assert [r['model'] for r in records[:-1]] == list(bench.GPU_CHECK) and len(rows) == 6
@@ -94,17 +95,20 @@ def test_gpu_check_runs_on_cpu(capsys):
         assert 'error' not in r, (arch, r['error'])
         assert r['graphs'] >= 1 and r['max_versions'] < torch._dynamo.config.recompile_limit
         assert r['tokens_per_s'] > 0 and r['mfu'] > 0 and r['peak_mem_mb'] > 0
+    # the attention kernel, read off the ops a profiled training step ran
     assert {'gpt', 'parcae', 'workspace'} <= {a for a, r in rows.items() if r['sdpa'] == ['FLASH_ATTENTION']}
     assert rows['fon']['sdpa'] == rows['mamba2']['sdpa'] == []
+    assert len(rows['parcae']['optimizer_ms']) == 2 and len(rows['gpt']['optimizer_ms']) == 1   # Muon timed alone
     for arch in ('gpt', 'parcae', 'textnca', 'fon', 'mamba2'):   # incremental decode = forward, on the device
         assert rows[arch]['decode_gap'] < 1e-4, arch
     assert rows['gpt']['state_mb'][1] > rows['gpt']['state_mb'][0]          # a KV cache grows
     assert rows['fon']['state_mb'][1] == rows['fon']['state_mb'][0]          # O(1) states do not
     assert rows['mamba2']['state_mb'][1] == rows['mamba2']['state_mb'][0]
-    ddp = records[-1]
-    assert ddp['backend'] == 'gloo' and 'error' not in ddp, ddp
+    trainer = records[-1]
+    assert trainer['backend'] == 'gloo' and 'error' not in trainer, trainer
+    assert trainer['resume_gap'] == 0.0   # on a CPU the resumed run is the uninterrupted one, bit for bit
     out = capsys.readouterr().out
-    assert '| model | params | batch x T |' in out and '| gpt_140m |' in out and 'torchrun' in out
+    assert '| model | params | dtype | batch x T |' in out and '| gpt_140m |' in out and 'train.py x 1 rank(s)' in out
 
 
 def test_gpu_check_flags_a_recompile_storm():
@@ -112,7 +116,5 @@ def test_gpu_check_flags_a_recompile_storm():
     # must stop at the limit instead of silently running on in eager
     opt = {**bench.DEFAULTS, 'backend': 'eager', 'warmup': 3, 'iters': 1}
     cfg = bench.tiny(models.resolve_config([os.path.join(bench.ROOT, 'config', 'cpu_parcae.py')]))
-    dev, ptdtype, ctx = models.resolve_device('cpu', 'float32')
     with torch._dynamo.config.patch(recompile_limit=1), pytest.raises(torch._dynamo.exc.FailOnRecompileLimitHit):
-        bench.check_model('parcae', cfg, opt, dev, ptdtype, ctx, 1e9, (8, 12))
-    torch._dynamo.reset()
+        bench.check_model('parcae', {**cfg, 'dtype': 'float32'}, opt, 'cpu', (8, 12))

@@ -8,13 +8,13 @@ Speed and memory of every model, side by side, measured one after the other in o
     python -m tools.bench --json=bench.json                      # the records, as a JSON list
     python -m tools.bench --gpu_check                            # the one-shot check of the GPU path (below)
 
-Training step = forward + backward + the optimizer step train.py would build (models.configure_optimizers:
+Training step = forward + backward + the optimizer step train.py would build (configure_optimizers:
 AdamW at the shared shape; a config file's own optimizer, e.g. Muon + AdamW for Parcae's Table 20),
 timed after `warmup` steps as the median of `iters` steps on one fixed random batch. ratio =
 ms_per_step / the reference's (GPT in --models mode when measured, else the first model);
 flops_ratio likewise for flops_per_token. Achieved FLOP/s = flops_per_token(T) * B * T / step
-time; MFU against models.peak_flops: the spec sheet's dense bf16 peak on a known CUDA device, else
-the measured matmul peak of this machine (models.measure_peak_flops), so MFU means something on a CPU.
+time; MFU against peak_flops: the spec sheet's dense bf16 peak on a known CUDA device, else
+the measured matmul peak of this machine (measure_peak_flops), so MFU means something on a CPU.
 
 Peak memory. CUDA: torch.cuda.max_memory_allocated over the timed steps. CPU (no allocator
 statistics): parameters + gradients + optimizer state + every tensor autograd saves for backward
@@ -35,23 +35,25 @@ fed a random sequence token by token; at each context length the state's size (t
 by the state, counted once) and the median latency of the next decode_iters tokens. block_size is
 raised to the longest context so learned position tables reach it.
 
-GPU check (--gpu_check): everything the GPU path needs, in one command of a few minutes on one
-CUDA GPU. Every model at a paper shape (GPU_CHECK's configs, batch and length as the config says;
-config files given on the command line replace them) takes `warmup` + `iters` compiled training
-steps in bf16 (dtype auto), counted by dynamo: graphs, the most versions of one function (the
-recompile limit, 8, stops that model: a recompile storm) and the final loss, which must be finite.
-For each it records the kernel scaled_dot_product_attention picks for its calls (FLASH_ATTENTION
-where it applies), the incremental decode (KV cache, O(1) state) on the device at two context
-lengths against the full forward's logits, and MFU, tokens/s and peak memory, GPT first, in one
-table. Meanwhile `torchrun --standalone --nproc_per_node=1 train.py` trains a small GPT with
-compile under DDP (nccl on CUDA, its version line in the output shows it was used). On a machine
-without CUDA the same runs at TINY_SHAPE (the test suite runs it with --backend=eager). Exits 1
-when a check fails.
+GPU check (--gpu_check): everything the GPU path needs, in one command meant for one device call
+of under five minutes. Every model at a paper shape (GPU_CHECK's configs, batch and length as the
+config says, in the config's own dtype; config files given on the command line replace them) runs
+in its own worker process: the workers compile and warm up at once (warm_jobs at a time, sharing
+inductor's on-disk caches), then each, alone on the device, takes `iters` timed compiled training
+steps (each optimizer timed on its own: Muon's share shows), one profiled step whose aten ops name
+the attention kernel that ran, and the incremental decode (KV cache, O(1) state) against the full
+forward at two context lengths. Dynamo's graphs and the most versions of one function are counted
+(the recompile limit, 8, stops that model: a recompile storm). Then train.py itself: the GPT config
+at its own micro-batch on min(2, GPUs) ranks (nccl), two micro-steps each, an eval and a save every
+2 iterations, its peak memory from its log, and the same run stopped halfway and resumed against
+the uninterrupted one. On a machine without CUDA the same runs at TINY_SHAPE in float32 (the test
+suite runs it with --backend=eager). Exits 1 when a check fails.
 """
 import collections
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -63,8 +65,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
 import configurator
-import models
 from configurator import ConfigError, check, parse_args
+from models import (MODELS, build_model, configure_optimizers, model_classes, model_fields, peak_flops,
+                    resolve_config, resolve_device, use_tf32)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo
 
@@ -88,6 +91,8 @@ contexts = (512, 1024, 2048, 4096, 8192)
 max_context = None       # None: 8192 on CUDA, 2048 on CPU
 decode_iters = 8
 gpu_check = False
+gpu_check_worker = ''    # internal: one model of the GPU check (a config path)
+warm_jobs = 3            # GPU check: models compiling at once
 seed = 1337
 DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, tuple, type(None)))}
 
@@ -101,13 +106,13 @@ TINY_SHAPE = {'n_embd': 32, 'n_head': 2, 'head_dim': 16, 'n_kv_head': 2, 'd_ff':
 # ----------------------------------------------------------------------------- model configs
 def tiny(cfg):
     """cfg at TINY_SHAPE where the model has the field; its structure (depth, windows, loop) kept."""
-    fields = models.model_fields(cfg['model'])
+    fields = model_fields(cfg['model'])
     return {**cfg, **{k: v for k, v in TINY_SHAPE.items() if k in fields or k in ('vocab_size', 'block_size', 'batch_size')}}
 
 
 def params_of(name, cfg):
     with torch.device('meta'):
-        return models.build_model(name, cfg).num_params()
+        return build_model(name, cfg).num_params()
 
 
 def structure(name, opt):
@@ -121,7 +126,7 @@ def structure(name, opt):
 
 def size_to(name, cfg, target, step):
     """The width (a multiple of step) whose count comes closest to target, then refine()."""
-    fields = models.model_fields(name)
+    fields = model_fields(name)
     if 'n_embd' not in fields:
         return cfg
     d0_ff, d0 = fields.get('d_ff'), fields['n_embd']
@@ -195,23 +200,23 @@ def file_configs(paths, opt):
     out = []
     for path in paths:
         extra = [f'--{k}={opt[k]}' for k in ('batch_size', 'block_size') if opt[k] is not None]
-        cfg = models.resolve_config([path] + extra)
+        cfg = resolve_config([path] + extra)
         if cfg['vocab_size'] is None:
             meta = configurator.read_meta(cfg)
             if meta is not None:
                 cfg['vocab_size'] = configurator.dataset_vocab(cfg, meta)[0]
             else:
-                cfg['vocab_size'] = models.model_fields(cfg['model'])['vocab_size']
+                cfg['vocab_size'] = model_fields(cfg['model'])['vocab_size']
         out.append((os.path.splitext(os.path.basename(path))[0], cfg))
     return out
 
 
 def registered(opt):
-    names = [n for n in opt['models'].split(',') if n] if opt['models'] else list(models.MODELS)
+    names = [n for n in opt['models'].split(',') if n] if opt['models'] else list(MODELS)
     ok = []
     for n in names:
         try:
-            models.model_classes(n)
+            model_classes(n)
             ok.append(n)
         except ConfigError:
             raise
@@ -271,9 +276,9 @@ def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak):
     device_type = 'cuda' if dev.startswith('cuda') else 'cpu'
     sync = torch.cuda.synchronize if device_type == 'cuda' else (lambda: None)
     torch.manual_seed(opt['seed'])
-    model = models.build_model(cfg['model'], cfg).to(dev)
+    model = build_model(cfg['model'], cfg).to(dev)
     model.train()
-    opts = models.configure_optimizers(model, cfg, device_type)
+    opts = configure_optimizers(model, cfg, device_type)
     use_compile = opt['compile'] if opt['compile'] is not None else device_type == 'cuda'
     run = torch.compile(model, backend=opt['backend']) if use_compile else model
     B, T, V = cfg['batch_size'], cfg['block_size'], model.config.vocab_size
@@ -326,7 +331,7 @@ def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak):
 def bench_decode(name, cfg, opt, dev, ctx, lengths):
     sync = torch.cuda.synchronize if dev.startswith('cuda') else (lambda: None)
     torch.manual_seed(opt['seed'])
-    model = models.build_model(cfg['model'], {**cfg, 'block_size': max(lengths) + opt['decode_iters'] + 1}).to(dev)
+    model = build_model(cfg['model'], {**cfg, 'block_size': max(lengths) + opt['decode_iters'] + 1}).to(dev)
     model.eval()
     V = model.config.vocab_size
     toks = torch.randint(V, (max(lengths) + opt['decode_iters'] + 1, 1), device=dev)
@@ -368,23 +373,19 @@ def compile_stats():
     return read
 
 
-def sdpa_kernels(model, x, ctx):
-    """The kernels scaled_dot_product_attention picks for the model's calls in one forward
-    (torch._fused_sdp_choice on each call's arguments in the autocast dtype), as a sorted list."""
-    picked = set()
+SDPA_OPS = {'flash': 'FLASH_ATTENTION', 'efficient': 'EFFICIENT_ATTENTION', 'cudnn': 'CUDNN_ATTENTION',
+            'math': 'MATH', 'flex': 'FLEX_ATTENTION'}
 
-    class Spy(torch.overrides.TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if func is F.scaled_dot_product_attention:
-                q = args[0]
-                dt = torch.get_autocast_dtype(q.device.type) if torch.is_autocast_enabled(q.device.type) else q.dtype
-                qkv = [t.to(dt) for t in args[:3]]
-                picked.add(SDPBackend(torch._fused_sdp_choice(*qkv, *args[3:], **kwargs)).name)
-            return func(*args, **kwargs)
-    with torch.no_grad(), ctx, Spy():
-        model(x)
-    return sorted(picked)
+
+def attention_kernels(events):
+    """The attention kernels a profiled training step ran, read off the aten ops it called
+    (aten::_scaled_dot_product_flash_attention, ..._for_cpu, _efficient_, _cudnn_, _math, flex)."""
+    found = set()
+    for e in events:
+        m = re.search(r'_scaled_dot_product_(flash|efficient|cudnn)_attention|_scaled_dot_product_attention_(math)|(flex)_attention', e.name)
+        if m:
+            found.add(SDPA_OPS[next(g for g in m.groups() if g)])
+    return sorted(found)
 
 
 @torch.no_grad()
@@ -403,20 +404,78 @@ def decode_gap(model, x):
     return gap
 
 
-def check_model(name, cfg, opt, dev, ptdtype, ctx, peak, lengths):
-    """One row of the GPU check (see the docstring)."""
+def check_model(name, cfg, opt, dev, lengths, go=lambda: None):
+    """One row of the GPU check, in the config's own dtype: the decode against the forward, then
+    compiled training steps (warm-up: mostly compilation), then, once go() returns (the parent
+    lets one model measure at a time), the timed steps with each optimizer timed on its own, one
+    profiled step for the attention kernel, peak memory and the decode speed."""
+    dev, ptdtype, ctx = resolve_device(dev, cfg['dtype'])
+    cuda = dev.startswith('cuda')
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = use_tf32(cfg, ptdtype)
     torch.manual_seed(opt['seed'])
-    model = models.build_model(cfg['model'], cfg).to(dev).eval()
-    x = torch.randint(model.config.vocab_size, (1, cfg['block_size']), device=dev)
-    row = {'sdpa': sdpa_kernels(model, x, ctx)}
+    model = build_model(cfg['model'], cfg).to(dev)
+    B, T, V = cfg['batch_size'], cfg['block_size'], model.config.vocab_size
+    row = {'dtype': str(ptdtype).split('.')[-1]}
     if hasattr(model, 'decode_step'):
-        row['decode_gap'] = decode_gap(model, x[:, :16])
-    del model
+        model.eval()
+        row['decode_gap'] = decode_gap(model, torch.randint(V, (1, min(16, T)), device=dev))
+    model.train()
+    opts = configure_optimizers(model, cfg, 'cuda' if cuda else 'cpu')
     stats = compile_stats()
+    run = torch.compile(model, backend=opt['backend'])
+    g = torch.Generator().manual_seed(opt['seed'])
+    x, y = (torch.randint(V, (B, T), generator=g).to(dev) for _ in range(2))
+
+    def step():
+        with ctx:
+            loss = run(x, y)[1]
+        loss.backward()
+        opt_s = []
+        for o in opts:
+            sync()
+            t0 = time.perf_counter()
+            o.step()
+            sync()
+            opt_s.append(time.perf_counter() - t0)
+            o.zero_grad(set_to_none=True)
+        return loss.detach(), opt_s
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
-        row.update(bench_train(name, cfg, {**opt, 'compile': True}, dev, ptdtype, ctx, peak))
+        t0 = time.perf_counter()
+        for _ in range(opt['warmup']):
+            step()
+        sync()
+        row['warmup_s'] = time.perf_counter() - t0
+        if cuda:
+            torch.cuda.empty_cache()   # the models that wait hold their weights, not their peak
+        go()
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(dev)
+        times, opt_times = [], []
+        for _ in range(opt['iters']):
+            sync()
+            t0 = time.perf_counter()
+            loss, opt_s = step()
+            sync()
+            times.append(time.perf_counter() - t0)
+            opt_times.append(opt_s)
+        mem = torch.cuda.max_memory_allocated(dev) if cuda else cpu_step_bytes(model, opts, lambda: model(x, y)[1])
+        acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+        with torch.profiler.profile(activities=acts) as prof:
+            step()
+    row['sdpa'] = attention_kernels(prof.events())
     row.update(stats())
-    if hasattr(models.model_classes(cfg['model'])[0], 'decode_step'):
+    s = statistics.median(times)
+    fpt = model.flops_per_token(T)
+    peak = peak_flops(dev, ptdtype)
+    row.update({'params': model.num_params(), 'flops_per_token': fpt, 'ms_per_step': 1000 * s,
+                'tokens_per_s': B * T / s, 'mfu': fpt * B * T / s / peak, 'peak_mem_mb': mem / 2 ** 20,
+                'loss': loss.item(), 'optimizer_ms': [1000 * statistics.median(c) for c in zip(*opt_times)]})
+    del model, run, opts
+    if cuda:
+        torch.cuda.empty_cache()
+    if hasattr(model_classes(cfg['model'])[0], 'decode_step'):
         decode = bench_decode(name, cfg, opt, dev, ctx, lengths)
         row['decode_ms'] = [r['ms_per_token'] for r in decode]
         row['state_mb'] = [r['state_mb'] for r in decode]
@@ -427,31 +486,109 @@ def check_model(name, cfg, opt, dev, ptdtype, ctx, peak, lengths):
     return row
 
 
-def torchrun(work, cuda):
-    """train.py under torchrun, one process (nccl on CUDA, gloo on a CPU), in the background."""
-    small = [] if cuda else ['--device=cpu', '--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=32', '--batch_size=4']
-    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=1',
-           os.path.join(ROOT, 'train.py'), f'--out_dir={work}/out', f'--data_dir={work}', '--max_iters=6',
-           '--eval_interval=6', '--eval_iters=2', '--log_interval=1', f'--compile={cuda}'] + small
-    log = open(os.path.join(work, 'torchrun.log'), 'w')
-    env = {**os.environ, 'NCCL_DEBUG': 'VERSION', 'OMP_NUM_THREADS': '1'}
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+def check_worker(path, opt):
+    """`--gpu_check_worker=CONFIG`: one model of the GPU check in its own process. It compiles and
+    warms up while the other workers do, says READY, and measures when the parent writes GO."""
+    cuda = resolve_device(opt['device'], 'float32')[0].startswith('cuda')
+    name, cfg = file_configs([path], opt)[0]
+    cfg = cfg if cuda else {**tiny(cfg), 'dtype': 'float32'}
+    lengths = (128, 512) if cuda else (8, 24)
 
-
-def torchrun_result(proc, work, cuda, timeout=300):
+    def go():
+        print('READY', flush=True)
+        sys.stdin.readline()
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    out = open(os.path.join(work, 'torchrun.log')).read()
-    rec = {'model': 'torchrun --nproc_per_node=1 train.py', 'backend': 'nccl' if cuda else 'gloo'}
-    log = os.path.join(work, 'out', 'log.jsonl')
-    losses = [json.loads(line).get('loss') for line in open(log)] if os.path.isfile(log) else []
-    losses = [v for v in losses if v is not None]
-    rec['loss'] = losses[-1] if losses else float('nan')
-    if proc.returncode != 0:
-        rec['error'] = f"exit {proc.returncode}: {(out.strip().splitlines() or [''])[-1][:200]}"
+        rec = check_model(name, cfg, opt, opt['device'], lengths, go)
+    except torch.OutOfMemoryError:
+        rec = {'error': 'out of memory (try --batch_size=8)'}
+    except Exception as e:   # a recompile storm, a kernel that does not exist...: the row says which
+        rec = {'error': f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"}
+    rec = {'model': name, 'arch': cfg['model'], 'batch_size': cfg['batch_size'], 'block_size': cfg['block_size'], **rec}
+    print('RESULT ' + json.dumps(rec), flush=True)
+
+
+def run_workers(paths, opt, jobs):
+    """Every config in its own worker, at most `jobs` compiling at once (inductor's caches on disk
+    are shared), then each measured alone, in order. Returns their records."""
+    args = [f'--{k}={opt[k]}' for k in ('backend', 'warmup', 'iters', 'decode_iters', 'device', 'seed')]
+    args += [f'--{k}={opt[k]}' for k in ('batch_size', 'block_size') if opt[k] is not None]
+    env = {**os.environ, 'PYTHONPATH': ROOT}
+    logs = tempfile.TemporaryDirectory()
+    procs, records = [], {}
+
+    def start(path):
+        err = open(os.path.join(logs.name, f'{len(procs)}.err'), 'w+')   # a file: a full pipe would stall the worker
+        p = subprocess.Popen([sys.executable, '-m', 'tools.bench', f'--gpu_check_worker={path}', *args], cwd=ROOT,
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+        procs.append((path, p, err))
+
+    def next_line(p, *wanted):
+        line = p.stdout.readline()
+        while line and not line.startswith(wanted):
+            line = p.stdout.readline()
+        return line
+    queue, first = list(paths), []
+    while queue and len(procs) < jobs:
+        start(queue.pop(0))
+    k = 0
+    while k < len(procs):   # a worker that is ready holds no more than its weights: start the next
+        first.append(next_line(procs[k][1], 'READY', 'RESULT '))
+        if queue:
+            start(queue.pop(0))
+        k += 1
+    for (path, p, err), line in zip(procs, first):   # then each measures alone, in order
+        if line.startswith('READY'):
+            p.stdin.write('GO\n')
+            p.stdin.flush()
+            line = next_line(p, 'RESULT ')
+        p.wait()
+        err.seek(0)
+        name = os.path.splitext(os.path.basename(path))[0]
+        if line.startswith('RESULT '):
+            records[path] = json.loads(line[len('RESULT '):])
+        else:
+            tail = [ln for ln in err.read().strip().splitlines() if ln.strip()][-1:] or [f'exit {p.returncode}']
+            records[path] = {'model': name, 'arch': '?', 'batch_size': 0, 'block_size': 0, 'error': tail[0][:200]}
+        err.close()
+        print(f"{name}: {records[path].get('error') or 'ok'}", file=sys.stderr)
+    logs.cleanup()
+    return [records[p] for p in paths]
+
+
+def train_py_check(work, cuda, opt):
+    """train.py itself: the GPT config at its own micro-batch on min(2, GPUs) ranks (gloo, one rank,
+    tiny on a CPU), two micro-steps each, an eval and a save every 2 iterations; then the same run
+    stopped at iteration 2 and resumed, whose losses must continue the uninterrupted run's
+    (exactly on a CPU; on CUDA within 1e-2, as atomics in some backward kernels are not
+    deterministic even between two uninterrupted runs)."""
+    ranks = min(2, torch.cuda.device_count()) if cuda else 1
+    shape = [os.path.join(ROOT, 'config', 'gpt_140m.py'), '--dataset=synthetic', '--vocab_size=32768'] if cuda else \
+        ['--device=cpu', '--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=32', '--batch_size=4']
+    common = [*shape, f'--data_dir={work}', '--eval_interval=2', '--eval_iters=1', '--log_interval=1',
+              f'--gradient_accumulation_steps={2 * ranks}', '--warmup_iters=0', f'--compile={cuda}']
+    env = {**os.environ, 'NCCL_DEBUG': 'VERSION', 'OMP_NUM_THREADS': '1'}
+    launcher = [sys.executable, '-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={ranks}',
+                os.path.join(ROOT, 'train.py')]
+    rec = {'model': f'train.py x {ranks} rank(s)', 'backend': 'nccl' if cuda else 'gloo', 'ranks': ranks}
+    out = ''
+    for args in (['--max_iters=4', f'--out_dir={work}/a'], ['--max_iters=2', f'--out_dir={work}/b'],
+                 ['--max_iters=4', f'--out_dir={work}/b', '--init_from=resume']):
+        p = subprocess.run(launcher + common + args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        out += p.stdout + p.stderr
+        if p.returncode != 0:
+            rec['error'] = f"exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1][:200]}"
+            return rec
+
+    def losses(run):
+        return {r['iter']: r for r in (json.loads(line) for line in open(os.path.join(work, run, 'log.jsonl')))
+                if r['kind'] == 'train'}
+    a, b = losses('a'), losses('b')
+    rec['loss'] = a[3]['loss']
+    rec['ms_per_iter'] = statistics.median(r['ms'] for k, r in a.items() if k > 0)
+    rec['peak_mem_gb'] = max((r.get('peak_mem_gb', 0) for r in a.values()), default=0)
+    rec['resume_gap'] = max(abs(a[k]['loss'] - b[k]['loss']) for k in (2, 3))
+    if rec['resume_gap'] > (1e-2 if cuda else 0.0):
+        rec['error'] = f"the resumed run's losses differ from the uninterrupted run's by {rec['resume_gap']:.3g}"
     elif cuda and 'NCCL version' not in out:
         rec['error'] = 'no NCCL version line: nccl was not used'
     elif not math.isfinite(rec['loss']):
@@ -459,54 +596,39 @@ def torchrun_result(proc, work, cuda, timeout=300):
     return rec
 
 
-def gpu_check(configs, opt, dev, ptdtype, ctx):
+def gpu_check(paths, opt, dev):
+    """The whole check (module docstring): the models in workers, then train.py itself."""
     cuda = dev.startswith('cuda')
     t_start = time.time()
-    peak = models.peak_flops(dev, ptdtype)
-    lengths = (128, 512) if cuda else (8, 24)
-    records = []
+    records = run_workers(paths, opt, opt['warm_jobs'])
     with tempfile.TemporaryDirectory() as work:
-        proc = torchrun(work, cuda)
-        for name, cfg in configs:
-            if not cuda:
-                cfg = tiny(cfg)
-            try:
-                rec = check_model(name, cfg, opt, dev, ptdtype, ctx, peak, lengths)
-            except torch.OutOfMemoryError:
-                rec = {'error': 'out of memory (try --batch_size=8)'}
-            except Exception as e:   # a recompile storm, a kernel that does not exist...: the row says which
-                rec = {'error': f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"}
-            rec = {'model': name, 'arch': cfg['model'], 'batch_size': cfg['batch_size'], 'block_size': cfg['block_size'], **rec}
-            records.append(rec)
-            print(f"{name}: {rec.get('error') or 'ok'} ({time.time() - t_start:.0f} s)", file=sys.stderr)
-            if cuda:
-                torch.cuda.empty_cache()
-        ddp = torchrun_result(proc, work, cuda)
+        trainer = train_py_check(work, cuda, opt)
     ref = next((r for r in records if 'mfu' in r and r['arch'] == 'gpt'), None)
 
     def val(key, fmt):
         return lambda r: fmt(r[key]) if key in r else '-'
     dname = torch.cuda.get_device_name(dev) if cuda else 'CPU, tiny shapes'
-    print(f"GPU check: {dname}, {str(ptdtype).split('.')[-1]}, torch {torch.__version__}, backend {opt['backend']}, "
-          f"peak {peak / 1e12:.1f} TFLOP/s ({'spec' if cuda and peak > 1e14 else 'measured matmul'}), "
-          f"{time.strftime('%Y-%m-%d')}")
+    print(f"GPU check: {dname}, torch {torch.__version__}, backend {opt['backend']}, {time.strftime('%Y-%m-%d')}")
     print(table(records, [
         ('model', lambda r: r['model']), ('params', val('params', lambda v: f"{v / 1e6:.1f}M")),
-        ('batch x T', lambda r: f"{r['batch_size']} x {r['block_size']}"),
+        ('dtype', val('dtype', str)), ('batch x T', lambda r: f"{r['batch_size']} x {r['block_size']}"),
         ('ms/step', val('ms_per_step', lambda v: f"{v:.1f}")), ('tokens/s', val('tokens_per_s', lambda v: f"{v:,.0f}")),
         ('MFU', val('mfu', lambda v: f"{100 * v:.1f}%")),
         ('MFU / GPT', val('mfu', lambda v: f"{v / ref['mfu']:.2f}x" if ref else '-')),
+        ('optimizer ms', val('optimizer_ms', lambda v: ' + '.join(f'{x:.1f}' for x in v))),
         ('peak GB', val('peak_mem_mb', lambda v: f"{v / 1024:.2f}")), ('loss', val('loss', lambda v: f"{v:.3f}")),
         ('warm-up s', val('warmup_s', lambda v: f"{v:.0f}")), ('graphs', val('graphs', str)),
-        ('most versions', val('max_versions', str)), ('SDPA kernel', val('sdpa', lambda v: ', '.join(v) or 'none')),
-        (f"decode ms/token at {lengths[0]} / {lengths[1]}", val('decode_ms', lambda v: ' / '.join(f'{x:.2f}' for x in v))),
+        ('most versions', val('max_versions', str)), ('attention kernel', val('sdpa', lambda v: ', '.join(v) or 'none')),
+        ("decode ms/token (2 contexts)", val('decode_ms', lambda v: ' / '.join(f'{x:.2f}' for x in v))),
         ('decode state MB', val('state_mb', lambda v: ' / '.join(f'{x:.2f}' for x in v))),
         ('decode - forward', val('decode_gap', lambda v: f"{v:.1e}")),
         ('check', lambda r: r.get('error', 'ok'))]))
-    print(f"{ddp['model']}: {ddp['backend']}, final loss {ddp['loss']:.3f}, {ddp.get('error', 'ok')}")
+    print(f"{trainer['model']} ({trainer['backend']}): " + (trainer['error'] if 'error' in trainer else
+          f"{trainer['ms_per_iter']:.0f} ms/iter, peak {trainer['peak_mem_gb']:.2f} GB, final loss {trainer['loss']:.3f}, "
+          f"resumed run - uninterrupted run {trainer['resume_gap']:.1e}: ok"))
     print(f"targets (H100-class, bf16, compiled): GPT >= 40% MFU, every other model >= GPT's MFU / 1.5; "
           f"took {time.time() - t_start:.0f} s")
-    return records + [ddp]
+    return records + [trainer]
 
 
 # ----------------------------------------------------------------------------- main
@@ -545,29 +667,29 @@ def main(argv):
         for k in ('batch_size', 'block_size'):
             if opt[k] is not None and (not isinstance(opt[k], int) or opt[k] < 1):
                 raise ConfigError(f"{k} must be a positive integer, got {opt[k]!r}")
-        dev, ptdtype, ctx = models.resolve_device(opt['device'], opt['dtype'])
-        if opt['gpu_check'] and not files:
+        dev, ptdtype, ctx = resolve_device(opt['device'], opt['dtype'])
+        if opt['gpu_check_worker']:
+            return check_worker(opt['gpu_check_worker'], opt)
+        if opt['gpu_check']:
             keep = registered(opt)
-            files = [os.path.join(ROOT, 'config', f'{c}.py') for c in GPU_CHECK]
-            configs = [(n, c) for n, c in file_configs(files, opt) if c['model'] in keep]
-        else:
-            configs = file_configs(files, opt) if files else shared_configs(registered(opt), opt)
+            files = files or [os.path.join(ROOT, 'config', f'{c}.py') for c in GPU_CHECK]
+            files = [f for f, (_, c) in zip(files, file_configs(files, opt)) if c['model'] in keep]
+            return gpu_check(files, opt, dev)
+        configs = file_configs(files, opt) if files else shared_configs(registered(opt), opt)
     except ConfigError as e:
         configurator.fail(e)
     if dev.startswith('cuda'):   # as train.py: TF32 unless the run asked for float32
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = models.use_tf32({'tf32': None}, ptdtype)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = use_tf32({'tf32': None}, ptdtype)
     dname = torch.cuda.get_device_name(dev) if dev.startswith('cuda') else 'CPU'
     print(f"device {dev} ({dname}), dtype {str(ptdtype).split('.')[-1]}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
 
-    if opt['gpu_check']:
-        records = gpu_check(configs, opt, dev, ptdtype, ctx)
-    elif opt['decode']:
+    if opt['decode']:
         cap = opt['max_context'] or (8192 if dev.startswith('cuda') else 2048)
         lengths = [int(L) for L in opt['contexts'] if int(L) <= cap]
         records = []
         for name, cfg in configs:
-            cls, _ = models.model_classes(cfg['model'])
+            cls, _ = model_classes(cfg['model'])
             if not hasattr(cls, 'decode_step'):
                 print(f"{name}: no decode_step, skipped", file=sys.stderr)
                 continue
@@ -580,7 +702,7 @@ def main(argv):
                               ('ms/token', lambda r: f"{r['ms_per_token']:.2f}"),
                               ('state MB', lambda r: f"{r['state_mb']:.2f}")]))
     else:
-        peak = models.peak_flops(dev, ptdtype)
+        peak = peak_flops(dev, ptdtype)
         records = []
         for name, cfg in configs:
             records.append(bench_train(name, cfg, opt, dev, ptdtype, ctx, peak))
@@ -611,4 +733,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    sys.exit(1 if any('error' in r for r in main(sys.argv[1:])) else 0)
+    sys.exit(1 if any('error' in r for r in main(sys.argv[1:]) or []) else 0)
