@@ -259,7 +259,7 @@ def running(m, h, u, ves):
     if m > 1:
         for r in rows:
             if r is not None:
-                torch._dynamo.maybe_mark_dynamic(r, 0)  # no public form in torch 2.13 (torch.compiler has none)
+                torch._dynamo.maybe_mark_dynamic(r, 0)  # torch 2.13 has no public form of it
     return rows[0], rows[1], rows[2:]
 
 
@@ -270,7 +270,7 @@ class Parcae(nn.Module):
         cfg = self.config = config
         d, L_P, L_R, L_C = cfg.n_embd, cfg.n_prelude, cfg.n_recur_layers, cfg.n_coda
         n = L_P + L_R + L_C
-        has_ve = [cfg.value_embeds and i % 2 == (n - 1) % 2 for i in range(n)]  # as an n-layer GPT: Table 19's count
+        has_ve = [cfg.value_embeds and i % 2 == (n - 1) % 2 for i in range(n)]  # as a GPT: Table 19
         self.wte = nn.Embedding(cfg.vocab_size, d)
         self.prelude = nn.ModuleList(Block(cfg, has_ve[i]) for i in range(L_P))
         self.prelude_norm = nn.RMSNorm(d, eps=cfg.norm_eps) if cfg.prelude_norm else None
