@@ -1,32 +1,20 @@
 """
 The baselines the four papers measure against, on the same contract as the new models.
 
-GPT is nanoGPT's GPT-2 by default (learned positions, LayerNorm, GELU, biases, tied head:
-124,475,904 parameters at vocab 50304). Every option a paper's baseline needs is a config key:
-  pos            'learned' | 'rope' | 'alibi' | 'none'
-  norm           'layer' | 'rms' (RMSNorm with weight)
-  mlp            'gelu' | 'relu2' | 'swiglu'
-  qk_norm        parameter-free RMS norm of q and k (nanochat)
-  value_embeds   nanochat value embeddings on alternating layers (layer i of n has one iff
-                 i % 2 == (n - 1) % 2), mixed into v through gate = 2 sigmoid(Linear(x[:32]))
-  windows        per-layer local causal attention window w (keys i-w+1..i), 0 = global;
-                 computed in chunks so time and memory grow with T*w, not T^2
-  n_loop         the stack of n_layer distinct blocks is applied n_loop times
-                 (Universal Transformer: n_layer=1, n_loop=6; looped r=2: n_loop=2)
-  fused_qkv      one c_attn matrix (nanoGPT) or separate c_q, c_k, c_v (nanochat): the same
-                 function and count, but Muon orthogonalises each matrix it is given
-  init           'gpt2': N(0, 0.02), residual projections 0.02 / sqrt(2 n_layer n_loop) (nanoGPT);
-                 'scaled_zero': Parcae's Table 18, the init of Parcae and its Transformer
-                 baselines alike: every matrix and embedding (value embeddings included)
-                 N(0, 2/(5d)) truncated at 3 std, the attention and MLP output projections
-                 zero, the value-embedding gates zero (gate 2 sigmoid(0) = 1), biases zero.
-                 The authors' code (sandyresearch/parcae, init_orthogonal=True) differs: its
-                 matrices and token embedding are scaled orthogonal (QR of a truncated normal,
-                 entries of the same scale), value embeddings stay at nn.Embedding's N(0, 1),
-                 ve_gate at nn.Linear's default uniform, and its ReLU^2 is 0.5 relu(x)^2. This
-                 file follows the paper in all four.
-forward(idx, targets, causal=False) reads the same weights with full attention, a bidirectional
-non-generative encoder (FON's Table 8 control; global-attention layers only).
+GPT: GPT-2 (Radford et al. 2019) as nanoGPT writes it, learned positions, LayerNorm, GELU, biases,
+tied head (124,475,904 parameters at vocab 50304). Each paper's Transformer baseline is config keys:
+  pos      'learned' | 'rope' | 'alibi' (Press et al., arXiv 2108.12409) | 'none'
+  norm     'layer' | 'rms';  mlp 'gelu' | 'relu2' | 'swiglu';  qk_norm: parameter-free RMS of q, k
+  value_embeds  nanochat's: layer i of n has one iff i % 2 == (n - 1) % 2, v += 2 sigmoid(W x[:32]) ve
+  windows  per-layer sliding window w, query i sees keys i-w+1..i (0 = global attention)
+  n_loop   the stack applied n_loop times (Universal Transformer: n_layer=1, n_loop=6)
+  fused_qkv  one c_attn (nanoGPT) or c_q, c_k, c_v (nanochat: Muon orthogonalises each)
+  init     'gpt2' (nanoGPT) | 'scaled_zero' (Parcae's Table 18, as parcae.py)
+forward(idx, targets, causal=False) reads the same weights with full attention: a bidirectional,
+non-generative encoder (FON's Table 8 control).
+
+Mamba2: Mamba-2 (Dao & Gu, "Transformers are SSMs", arXiv 2405.21060), FON's recurrent baseline:
+the SSD layer by its exact chunked algorithm in plain PyTorch (its equations head the Mamba2 section below).
 """
 import math
 from dataclasses import dataclass
@@ -43,7 +31,6 @@ class GPTConfig:
     n_positions: int = None    # rows of the learned position table; None: block_size
     n_layer: int = 12
     n_head: int = 12
-    n_kv_head: int = None      # None: n_head (no grouped-query attention)
     n_embd: int = 768
     head_dim: int = None       # None: n_embd // n_head
     d_ff: int = None           # None: 4 * n_embd
@@ -58,12 +45,10 @@ class GPTConfig:
     windows: tuple = ()        # one window per layer (0 = global); an int applies to every layer
     n_loop: int = 1
     tie_weights: bool = True
-    logit_softcap: float = 0.0
     fused_qkv: bool = True
     init: str = 'gpt2'         # 'gpt2' | 'scaled_zero' (Parcae Table 18)
 
     def __post_init__(self):
-        self.n_kv_head = self.n_kv_head or self.n_head
         self.n_positions = self.n_positions or self.block_size
         self.head_dim = self.head_dim or self.n_embd // self.n_head
         self.d_ff = self.d_ff or 4 * self.n_embd
@@ -76,7 +61,6 @@ class GPTConfig:
             (self.mlp in ('gelu', 'relu2', 'swiglu'), f"mlp must be gelu|relu2|swiglu, got {self.mlp!r}"),
             (self.init in ('gpt2', 'scaled_zero'), f"init must be gpt2|scaled_zero, got {self.init!r}"),
             (len(self.windows) == self.n_layer, f"windows needs one entry per layer ({self.n_layer}), got {len(self.windows)}"),
-            (self.n_head % self.n_kv_head == 0, f"n_head ({self.n_head}) must be a multiple of n_kv_head ({self.n_kv_head})"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -109,32 +93,61 @@ def alibi_slopes(n_head):
     return torch.tensor(pow2(p) + pow2(2 * p)[0::2][: n_head - p])
 
 
+# ----------------------------------------------------------------------------- sliding-window attention
+# The same chunked form as textnca.py (each model file stays self-contained): query i sees keys
+# max(0, i-w+1)..i; queries go in chunks of c = min(w, T), and a chunk sees only itself and the
+# chunk before, so time and memory are O(T w), never T x T.
+
+def local_attention_reference(q, k, v, w, slopes=None):
+    """What local_attention computes, one query at a time: softmax over keys j = max(0, i-w+1)..i
+    of q_i . k_j / sqrt(D) - slope_h (i - j) (ALiBi when slopes is given)."""
+    D = q.shape[-1]
+    y = torch.zeros_like(v)
+    for i in range(q.shape[2]):
+        j0 = max(0, i - w + 1)
+        s = (q[:, :, i:i + 1] @ k[:, :, j0:i + 1].transpose(-1, -2)) / math.sqrt(D)   # (B, H, 1, keys)
+        if slopes is not None:
+            s = s - slopes[:, None, None] * (i - torch.arange(j0, i + 1, device=q.device))
+        y[:, :, i] = (s.softmax(-1) @ v[:, :, j0:i + 1])[:, :, 0]
+    return y
+
+
+def band_chunks(t, c):
+    """(B, H, n*c, ...) -> (B, H, n, 2c, ...): each chunk preceded by the previous one
+    (zeros before the first)."""
+    B, H, L = t.shape[:3]
+    t = t.view(B, H, L // c, c, *t.shape[3:])
+    prev = torch.cat([torch.zeros_like(t[:, :, :1]), t[:, :, :-1]], dim=2)
+    return torch.cat([prev, t], dim=3)
+
+
+def band_distance(c, device):
+    """dist[a, b] = query position - key position, query a of a chunk, key b of [previous, own chunk]."""
+    return torch.arange(c, device=device)[:, None] + c - torch.arange(2 * c, device=device)[None, :]
+
+
+def band_mask(n, c, w, device):
+    """allowed[m, a, b]: query a of chunk m may see key b of [chunk m-1, chunk m]."""
+    dist = band_distance(c, device)
+    allowed = ((dist >= 0) & (dist < w)).expand(n, c, 2 * c)
+    first = torch.arange(n, device=device)[:, None, None] == 0
+    before_start = torch.arange(2 * c, device=device)[None, None, :] < c
+    return allowed & ~(first & before_start)
+
+
 def local_attention(q, k, v, w, slopes=None, dropout_p=0.0):
-    """Causal attention where query i sees keys i-w+1..i, in chunks of c >= w: each chunk of
-    queries attends to its own chunk and the previous one, so cost is O(T * c), never T x T."""
+    """q, k, v: (B, H, T, D). Query i attends to keys max(0, i-w+1)..i, in chunks of c = min(w, T)
+    (exactly local_attention_reference). slopes: (H,) ALiBi slopes, or None."""
     B, H, T, D = q.shape
-    c = max(w, 16)
+    c = min(w, T)
     n = -(-T // c)
     pad = n * c - T
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
-    qc = q.view(B, H, n, c, D)
-
-    def two_chunks(t):  # (B, H, n, 2c, D): previous chunk (zeros before the start) + own chunk
-        t = t.view(B, H, n, c, D)
-        return torch.cat([F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :-1], t], dim=3)
-
-    kc, vc = two_chunks(k), two_chunks(v)
-    i = torch.arange(c, device=q.device)[:, None] + c
-    j = torch.arange(2 * c, device=q.device)[None, :]
-    dist = i - j                                                    # query pos - key pos
-    allowed = (dist >= 0) & (dist < w)
-    allowed = allowed.expand(n, c, 2 * c).clone()
-    allowed[0, :, :c] = False                                       # before the sequence start
-    if slopes is None:
-        mask = allowed
-    else:
-        bias = -slopes.to(q.device)[:, None, None] * dist            # (H, c, 2c)
-        mask = bias[:, None].masked_fill(~allowed, float('-inf')).to(q.dtype)  # (H, n, c, 2c)
+    qc, kc, vc = q.view(B, H, n, c, D), band_chunks(k, c), band_chunks(v, c)
+    mask = band_mask(n, c, w, q.device)                              # (n, c, 2c)
+    if slopes is not None:
+        bias = -slopes.to(q.device)[:, None, None] * band_distance(c, q.device)   # (H, c, 2c)
+        mask = bias[:, None].masked_fill(~mask, float('-inf')).to(q.dtype)     # (H, n, c, 2c)
     y = F.scaled_dot_product_attention(qc, kc, vc, attn_mask=mask, dropout_p=dropout_p)
     return y.reshape(B, H, n * c, D)[:, :, :T]
 
@@ -144,15 +157,16 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg, window, has_ve):
         super().__init__()
         self.cfg, self.window = cfg, window
-        self.n_head, self.n_kv, self.hd = cfg.n_head, cfg.n_kv_head, cfg.head_dim
+        self.n_head, self.hd = cfg.n_head, cfg.head_dim
+        inner = cfg.n_head * cfg.head_dim
         if cfg.fused_qkv:
-            self.c_attn = nn.Linear(cfg.n_embd, (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim, bias=cfg.bias)
+            self.c_attn = nn.Linear(cfg.n_embd, 3 * inner, bias=cfg.bias)
         else:
-            self.c_q = nn.Linear(cfg.n_embd, cfg.n_head * cfg.head_dim, bias=cfg.bias)
-            self.c_k = nn.Linear(cfg.n_embd, cfg.n_kv_head * cfg.head_dim, bias=cfg.bias)
-            self.c_v = nn.Linear(cfg.n_embd, cfg.n_kv_head * cfg.head_dim, bias=cfg.bias)
-        self.c_proj = nn.Linear(cfg.n_head * cfg.head_dim, cfg.n_embd, bias=cfg.bias)
-        self.ve_gate = nn.Linear(32, cfg.n_kv_head, bias=False) if has_ve else None
+            self.c_q = nn.Linear(cfg.n_embd, inner, bias=cfg.bias)
+            self.c_k = nn.Linear(cfg.n_embd, inner, bias=cfg.bias)
+            self.c_v = nn.Linear(cfg.n_embd, inner, bias=cfg.bias)
+        self.c_proj = nn.Linear(inner, cfg.n_embd, bias=cfg.bias)
+        self.ve_gate = nn.Linear(32, cfg.n_head, bias=False) if has_ve else None
         self.resid_dropout = nn.Dropout(cfg.dropout)
         if cfg.pos == 'alibi':
             self.register_buffer('slopes', alibi_slopes(cfg.n_head), persistent=False)
@@ -163,24 +177,21 @@ class CausalSelfAttention(nn.Module):
         every query sees every key (a bidirectional encoder reading, FON's Table 8 control)."""
         B, T, C = x.shape
         if self.cfg.fused_qkv:
-            q, k, v = self.c_attn(x).split([self.n_head * self.hd, self.n_kv * self.hd, self.n_kv * self.hd], dim=2)
+            q, k, v = self.c_attn(x).split(self.n_head * self.hd, dim=2)
         else:
             q, k, v = self.c_q(x), self.c_k(x), self.c_v(x)
         q = q.view(B, T, self.n_head, self.hd).transpose(1, 2)
-        k = k.view(B, T, self.n_kv, self.hd).transpose(1, 2)
-        v = v.view(B, T, self.n_kv, self.hd)
+        k = k.view(B, T, self.n_head, self.hd).transpose(1, 2)
+        v = v.view(B, T, self.n_head, self.hd)
         if ve is not None:
-            gate = 2 * torch.sigmoid(self.ve_gate(x[..., :32]))          # (B, T, n_kv)
-            v = v + gate.unsqueeze(-1) * ve.view(B, T, self.n_kv, self.hd)
+            gate = 2 * torch.sigmoid(self.ve_gate(x[..., :32]))          # (B, T, H), in (0, 2)
+            v = v + gate.unsqueeze(-1) * ve.view(B, T, self.n_head, self.hd)
         v = v.transpose(1, 2)
         if self.cfg.pos == 'rope':
             cos, sin = rope_tables(T, self.hd, self.cfg.rope_base, x.device, offset=pos0)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.cfg.qk_norm:
             q, k = F.rms_norm(q, (self.hd,)), F.rms_norm(k, (self.hd,))
-        if self.n_kv != self.n_head:
-            k = k.repeat_interleave(self.n_head // self.n_kv, dim=1)
-            v = v.repeat_interleave(self.n_head // self.n_kv, dim=1)
         slopes = self.slopes if self.cfg.pos == 'alibi' else None
         p = self.cfg.dropout if self.training else 0.0
         if cache is not None:
@@ -270,8 +281,7 @@ class GPT(nn.Module):
             h=nn.ModuleList([Block(cfg, cfg.windows[i], self.has_ve[i]) for i in range(n)]),
             ln_f=make_norm(cfg, cfg.n_embd),
         ))
-        kv_dim = cfg.n_kv_head * cfg.head_dim
-        self.value_embeds = nn.ModuleDict({str(i): nn.Embedding(cfg.vocab_size, kv_dim)
+        self.value_embeds = nn.ModuleDict({str(i): nn.Embedding(cfg.vocab_size, cfg.n_head * cfg.head_dim)
                                            for i in range(n) if self.has_ve[i]})
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
@@ -346,10 +356,7 @@ class GPT(nn.Module):
         return x
 
     def _head(self, x):
-        logits = self.lm_head(self.transformer.ln_f(x))
-        if self.config.logit_softcap > 0:
-            logits = self.config.logit_softcap * torch.tanh(logits / self.config.logit_softcap)
-        return logits
+        return self.lm_head(self.transformer.ln_f(x))
 
     def forward(self, idx, targets=None, causal=True):
         """causal=False reads the sequence with full attention: a non-generative bidirectional

@@ -1,72 +1,40 @@
 """
-FON: a draft-revise dual-organ language model without sequence-level quadratic attention
-(Hu, Pan, Hu; ../shared/papers/fon.txt). One weight stack, two organs:
+FON: A Draft-Revise Dual-Organ Language Model without Sequence-Level Quadratic Attention
+Helong Hu, Hongdan Pan, Shuiqing Hu (arXiv 2610.16301)
 
-  drafting organ (per layer, Sec. 3.2 / Methods):
-      S[p] = sum_m lambda_m(x[p]) S[p - d_m] + B(x[p]) x[p],    y[p] = C(x[p]) S[p]
-      lambda_m(x) = exp(-softplus(rho_m + W_lambda x)),  n = 16 learnable delays d_m
-      block = mixing -> Add & Norm -> FFN -> Add & Norm, the trunk of L blocks run r times (T1, T2)
-  revision organ (Sec. 3.3, 3.4), entered after every drafting layer:
-      ripple(h)[p] = sum_{s in (8, 32)} w_s Conv_s(LN(h))[p], a stack of K = 2 such layers,
-      causal at non-hole positions, bidirectional at holes; gamma content addressing at holes only
-      (keys and values are token embeddings); h <- h + gate * (ripple + gamma * addr), gate = 0.02.
+One weight stack, two organs. In the order forward computes them:
 
-Choices where the paper is vague (each fits its sizes, Table 2, and its stated properties):
-- The embedding and the output head are one matrix (Methods: "Embedding and output head shared
-  (V=50304)"; Fig. 2b: "tied to the embedding"), tie_weights=True. Two counts then exist:
-  num_params() counts the tied matrix once, 17,437,988 at d 256; state_dict() holds it under both
-  names, 30,315,812. The second is the convention of the paper's Table 2 (30.52M, -0.67%): its
-  mixed-stack FLOPs (9.58M = total 35.34M - 2Vd) leave ~4.8M parameters for the stack, so 30.52M
-  must contain V d twice. The baselines' configs tie too, and their Table 2 counts (TF 30.99M,
-  Mamba2 28.89M) are likewise state_dict sums.
-- B(x) x = (W_B x) * (W_u x) and C(x) S = W_o((W_C x) * S): content-dependent diagonal input and
-  readout maps on a state of width D = 2d ("vector readout", Mamba-like linear B, C). D = 2d is the
-  width that brings a layer to ~1.06M parameters, what the counts and FLOPs leave per layer.
-- lambda_m is one scalar per tap and position (rho_m is indexed by m only), shared by the channels.
-  Then the recursion is one unit lower-triangular system (I - A) S = U per sequence with the same
-  T x T matrix A for every channel, A[p, p - k] = sum_m lambda_m(x[p]) w_m(k): solved exactly and
-  in parallel with one triangular solve per chunk of c = max_delay + 1 positions (a chunk only
-  reads itself and the chunk before), so training costs O(T c D), no loop over positions
-  (delay_scan_reference is that loop, which the tests compare it with).
-- Learnable delays: d_m is a real number in (1, max_delay); S[p - d_m] interpolates linearly
-  between the integer shifts floor(d_m) and floor(d_m) + 1, so the loss is differentiable in d_m
-  (also at integers: the slope is S[p - k - 1] - S[p - k]). Init 2^(m/2) = 1.41, 2, ..., 181 and
-  tap 0 at 2^(1/4) (the map below never reaches 1): sparse and long range; a geometric grid up to
-  3/4 of max_delay when 181 does not fit. The delays are learned in log space through a sigmoid,
-  d_m = max_delay^sigmoid(z_m): nothing is clamped, so a delay near either end of its range still
-  gets gradient, and a step in z_m moves log d_m by up to ln(max_delay)/4 times that step,
-  whatever the delay's size. Raw delays under AdamW at lr 3e-4 move at most lr per step, about 3
-  positions over the recipe's 20k steps of a 1..181 range; so z_m also has its own learning rate,
-  delay_lr_scale (10) times the others (optim_groups), and train_stats logs how far the delays
-  moved (delay_shift: mean |log2 d_m / d_m(init)|, octaves). rho is initialised so that sum_m lambda_m = 0.9 < 1 (a contraction: S stays
-  bounded at any length, the premise of the 256 -> 2048 extrapolation claim); W_lambda = 0.
-- max_delay is the configured upper end of the delays' range (also the chunk length - 1, and the
-  decode ring holds max_delay + 1 states); delay_max in the training log is the largest learned
-  delay at that moment, always below max_delay (cpu_fon.py: max_delay 127, so its taps start at
-  1.19 .. 95 rather than up to 181).
-- Local position kernel: a learnable causal depthwise kernel over the last pos_kernel (8) input
-  embeddings, h0 = e + sum_k P[k] * e[p - k], zero-initialised; pos_kernel=0 is the "pos0" ablation.
-- Conv_s = a temporal kernel of width s shared by the channels, after a d x d channel map
-  (W_s z + b_s). Causal positions use a_s over lags 0..s-1; holes use their own kernel b_s of the
-  same width, centred (offsets -s/2..s/2-1), so the revision can tell left from right. One ripple
-  stack, one gamma map W_o and one gate vector serve every layer ("all layers share the same
-  dose"): 264,356 + 65,792 + 256 = 330,404 parameters against the paper's 0.266M + 0.066M = 0.332M.
-  mix(ripple, gamma addr) = their sum.
-- gamma is a fixed dose (config `gamma`, 0.1: the paper sweeps it over 0 .. 0.2); the query is the
-  hole's own hidden state (no parameters), keys = values = token embeddings of the positions within
-  +-addr_window/2 of the hole (window 32, the paper's optimum), the hole itself excluded.
-- Strict causality with bidirectional holes: a hole's bidirectional state must never reach a
-  non-hole position (bit-exact claim, Sec. 4.4), so the holes live in a second stream. The causal
-  stream is the model without holes (MASK ids as input at holes). The hole stream is computed as
-  if every position were a hole: it reads the causal stream's delay states S and its ripples, and
-  nothing reads it back; the logits at holes come from it, every other logit from the causal
-  stream. Without holes (pretraining, decode) only the causal stream runs.
-- Coupling: AR = drafting only (no revision anywhere, holes predicted from the prefix); OD = the
-  revision organ runs on demand, in the hole stream only; PC = persistent, the causal ripple also
-  revises the causal stream at every layer, and holes get the bidirectional one. Every variant
-  builds the revision organ (AR/OD configs count 30.32M vs the paper's 30.73M, -1.35%) so that
-  `coupling` is also a forward knob: a PC model run with coupling='AR' is the gate switched off.
-- The revision organ runs after every drafting layer in every round of the trunk recursion.
+    h = e + sum_{k<8} P[k] * e[p - k],   e = E(x)                    local position kernel
+  drafting organ, per layer; the trunk of L layers runs r times (T1, T2) (Sec. 3.2, Methods):
+    lambda_m(x) = exp(-softplus(rho_m + W_lambda x)),  n = 16 taps with learnable delays d_m
+    S[p] = sum_m lambda_m(x[p]) S[p - d_m] + B(x[p]) x[p],    y[p] = C(x[p]) S[p]
+    h = LN(h + y),  h = LN(h + FFN(h))                 mixing -> Add & Norm -> FFN -> Add & Norm
+  revision organ, after every drafting layer (Sec. 3.3, 3.4):
+    ripple(h)[p] = sum_{s in (8, 32)} w_s Conv_s(LN(h))[p],  a stack of K = 2 such layers
+    h = h + gate * (ripple(h) + gamma addr(h)),  gate = 0.02 at init
+  logits = head(LN(h)),  head tied to E
+Ripples are causal at non-hole positions and bidirectional at holes; gamma content addressing
+(keys and values are token embeddings) runs at holes only.
+
+Readings where the paper is vague (each fits its sizes, Table 2, and its stated properties; how
+each was found, the counts and the FLOPs ledger: docs/fon.md):
+- B(x) x = (W_B x) * (W_u x), C(x) S = W_o((W_C x) * S): content-dependent diagonal maps on a state
+  of width D = 2d (Mamba-like linear B, C).
+- lambda_m is one scalar per tap and position, shared by the channels: the recursion is one unit
+  lower-triangular system per sequence, solved exactly by one triangular solve per chunk of
+  c = max_delay + 1 positions (delay_scan; delay_scan_reference is the loop).
+- Delays d_m = max_delay^sigmoid(z_m) in (1, max_delay); S[p - d_m] interpolates linearly between
+  the integer shifts. Init 2^(m/2) (tap 0: 2^(1/4)); z_m learns at delay_lr_scale x the rate.
+- rho starts at sum_m lambda_m = 0.9 < 1 (a contraction, for length extrapolation); W_lambda = 0.
+- Conv_s(z) = W_s (a_s * z) + b_s: a temporal kernel of width s shared by the channels and a d x d
+  channel map; holes use a centred kernel of their own. One revision organ serves every layer.
+- gamma is a fixed dose (0.1); the query is the hole's hidden state, keys = values = the token
+  embeddings within +-addr_window/2 of the hole, the hole excluded.
+- Holes live in a second stream that reads the causal stream and is never read back, so no hole's
+  bidirectional state reaches a non-hole position (Sec. 4.4).
+- coupling AR = drafting only; OD = revision in the hole stream only; PC = the causal ripple also
+  revises the causal stream. Every variant builds the revision organ: coupling is a forward knob.
+- num_params() counts the tied embedding once; Table 2's counts are state_dict sums (V d twice).
 """
 import math
 from dataclasses import dataclass
@@ -438,7 +406,7 @@ class FON(nn.Module):
 
     def num_params(self):
         """Every parameter once (the tied embedding/head once); the paper's Table 2 counts the
-        tied matrix twice, sum(t.numel() for t in state_dict().values()) (see the docstring)."""
+        tied matrix twice, sum(t.numel() for t in state_dict().values()) (docs/fon.md)."""
         return sum(p.numel() for p in self.parameters())
 
     def optim_groups(self, weight_decay):
@@ -459,17 +427,7 @@ class FON(nn.Module):
         run, the head) + the sequence mixing as implemented: the chunk solve about c/2 D
         multiply-adds per token (+ c D for the previous chunk when T > c), building its matrix
         n c, the ripple kernels n_w 2 s_max d per ripple layer. Hole streams are not counted.
-
-        The paper's ledger (Table 2, 4) counts the forward pass only, 2 FLOPs per multiply-add, the
-        head once (2Vd = 25.76M) and attention as 4 T d per layer: the Transformer's count here / 3
-        is 33.10M, its 33.07M. For FON it gives 35.34M (T1, 1.07x) and 44.64M (T2, 1.35x), where
-        this count / 3 is 37.36M (1.13x) and 48.96M (1.48x). Its four FON rows imply per trunk
-        application about 2.01M for a drafting layer (OD-T1, AR-T2) and 0.35-0.39M for the revision
-        organ (PC minus OD/AR); this count has 2.24M (the layer's matmuls, 2.11M, plus the chunked
-        delay solve, 0.14M, which the paper's figure leaves no room for) and 0.66M (both ripple
-        layers' two d x d maps, 0.52M, plus their temporal kernels, 0.13M): about 0.5M more per
-        application, 4 x 0.5 of the 2.02M gap at T1 and 8 x 0.5 of the 4.32M gap at T2. Its
-        mixed-stack convention (1.31x / 2.58x) is the same count without the 2Vd head."""
+        The paper's ledger (Table 2, 4: forward only) against this count: docs/fon.md."""
         cfg = self.config
         c = min(cfg.max_delay + 1, seq_len)
         D = cfg.expand * cfg.n_embd

@@ -1,47 +1,37 @@
 """
-Parcae: Scaling Laws for Stable Looped Language Models (Prairie, Novack, Berg-Kirkpatrick, Fu;
-arXiv 2604.12946). A middle-looped Transformer whose loop is a stable discretised linear dynamical
-system over the residual stream (section 4.1, eq. 3):
+Parcae: Scaling Laws for Stable Looped Language Models
+Hayden Prairie, Zachary Novack, Taylor Berg-Kirkpatrick, Daniel Y. Fu (arXiv 2604.12946)
 
-    e = Norm(P(s)),   h_{t+1} = R(A_bar h_t + B_bar e),   logits = head(Norm(Coda(C h_T)))
+A middle-looped Transformer: a prelude P (L_P blocks), a recurrent block R (L_R blocks) looped T
+times, a coda C (L_C blocks). The loop is a stable discretised linear dynamical system over the
+residual stream (sec. 4.1, eq. 3), in the order forward computes it:
 
-R is L_R pre-norm blocks with their own residuals, so h_{t+1} = A_bar h_t + B_bar e + R_bar(h_t, e).
-A_bar = exp(-Delta A), A = exp(A_log) > 0 per channel, Delta = softplus(dt_bias) (ZOH of a negative
-diagonal continuous A, Table 1): every eigenvalue of A_bar lies in (0, 1), so rho(A_bar) < 1 for any
-parameters. B_bar = Delta B (Euler), B a d x d matrix initialised to I; C a d x d readout. Training
-samples a depth T per sequence and backpropagates through the last steps only (section 4.2).
-The RDM baseline it fixes (Geiping et al.) is injection='linear', block='sandwich', prelude_norm=False.
+    e       = Norm(P(s))                         prelude norm (Table 4)
+    h_0     ~ TruncNormal(0, 2/(5d))             'like-init' (Tables 17, 18)
+    A_bar   = exp(-Delta A),  A = exp(A_log),  Delta = softplus(dt_bias)      ZOH (Table 1)
+    B_bar   = Delta B                            Euler; B is d x d
+    h_{t+1} = R(A_bar h_t + B_bar e),  t < T     R's blocks keep their own residuals
+    logits  = head(Norm(Coda(C h_T)))            C: a d x d readout
 
-Choices where the paper is vague (the authors' public code, sandyresearch/parcae, settles most):
-- Depth: T ~ Poisson(mean_recurrence) clipped to [1, max_recurrence]; the last k = min(T,
-  mean_backprop_depth) steps carry gradient, the first T - k run under no_grad (the authors'
-  'poisson-truncated-full'; sec. 4.2: Lambda depends on mu_rec alone, mu_bwd = ceil(mu_rec / 2)).
-  The upper clip (default 3 mu_rec; P(T > 24 | mu = 8) ~ 1e-6) only bounds one micro-batch's
-  longest sequence.
-- Per-sequence depth inside one micro-batch: the batch is sorted by T (descending), so the sequences
-  still running at any step are a prefix of the batch and a step runs R on that prefix only. Cost is
-  sum_i T_i block applications, not B * max_i T_i, and no masking is needed; h_T is put back in the
-  original order before C. No parameter goes unused (k >= 1 for every sequence), so DDP needs no
-  find_unused_parameters.
-- B_bar e and the e half of the linear injection do not change over the loop: computed once per
-  forward (exact; saves T - 1 d x d matmuls per token).
-- rho(A_bar) < 1 in floating point too: Delta A is computed in log space (no 0 * inf) and floored at
-  1e-6 (an underflowing softplus or exp would otherwise round A_bar to exactly 1).
-- h_0 'like-init': normal with the embedding std sqrt(2/(5d)), truncated at 3 std. In eval mode it is
-  a fixed seeded table with one row per position, so eval is deterministic and the KV-cached decode
-  sees the same h_0 as forward.
-- Value embeddings: the P, R, C layers are numbered 0..n-1 (n = L_P + L_R + L_C); layer i has one iff
-  i % 2 == (n - 1) % 2, as in an n-layer GPT; an R layer adds its value embedding at every step.
-  This gives Table 19 exactly (the GPT count + 2d^2 + 3d: B, C, A_log, dt_bias, prelude norm).
-- Init ('scaled-zero', Table 18): matrices and embeddings N(0, 2/(5d)) truncated at 3 std, the output
-  projections of attention and MLP zero, value-embedding gates zero (gate = 1), A_log = 0 and dt_bias
-  such that A_bar = sqrt(1/5) (authors' code), B = I. The GPT baselines share it (baselines.GPT,
-  init='scaled_zero'). The authors' code departs from the paper's scheme in ways not followed here:
-  with init_orthogonal=True its matrices, C and the token embedding are scaled orthogonal (entries
-  of the same scale), value embeddings keep nn.Embedding's N(0, 1) and ve_gate nn.Linear's default
-  uniform, and its ReLU^2 is 0.5 relu(x)^2.
-- readout=False drops C (C = I): Table 17's Parcae-350M count (378,558,464) has no C and no prelude
-  norm. Table 17's Parcae-100M count repeats the RDM-100M number; the same structure gives 113,189,888.
+A > 0 per channel, so every eigenvalue of A_bar lies in (0, 1): rho(A_bar) < 1 for any parameters.
+injection='linear' is the RDM's W [h; e] (Geiping et al. 2025, the baseline Parcae fixes; with
+block='sandwich', prelude_norm=False). Training draws T ~ Poisson(mean_recurrence) per sequence,
+clipped to [1, max_recurrence], and backpropagates through the last k = min(T, mean_backprop_depth)
+steps, the first T - k under no_grad (sec. 4.2; mu_bwd = ceil(mu_rec / 2)).
+
+Readings where the paper is vague (the authors' code, sandyresearch/parcae, settles most; how each
+was found: docs/parcae.md):
+- Per-sequence depths in one batch: the batch is sorted by T, so the sequences still looping are a
+  prefix and each step runs R on that prefix only (cost sum_i T_i block applications, no masking).
+- B_bar e (linear: W_e e) does not change over the loop: computed once per forward.
+- rho(A_bar) < 1 in float32 too: Delta A is computed in log space and floored at 1e-6.
+- h_0 in eval is a fixed seeded table, one row per position: eval is deterministic and the
+  KV-cached decode sees forward's h_0.
+- Value embeddings on the layers i % 2 == (n - 1) % 2 of the n = L_P + L_R + L_C layers, as in an
+  n-layer GPT; an R layer adds its own at every step.
+- Init 'scaled-zero' (Table 18): matrices and embeddings N(0, 2/(5d)) truncated at 3 std, attention
+  and MLP output projections zero, value-embedding gates zero, A_bar = sqrt(1/5), B = I.
+- readout=False drops C (C = I), as Table 17's Parcae-350M count.
 """
 import math
 from dataclasses import dataclass
@@ -69,11 +59,10 @@ class ParcaeConfig:
     rope_base: float = 50000.0
     norm_eps: float = 1e-5
     tie_weights: bool = True
-    injection: str = 'diagonal'   # 'diagonal' (Parcae) | 'linear' (RDM: W [h; e]) | 'add' (h + e)
+    injection: str = 'diagonal'   # 'diagonal' (Parcae: A_bar h + B_bar e) | 'linear' (RDM: W [h; e])
     prelude_norm: bool = True     # e = Norm(P(s)) (Table 4, "+ Prelude Norm")
     readout: bool = True          # the d x d readout C (False: C = I)
     init_decay: float = 0.4472135954999579   # A_bar at init, sqrt(1/5) as the authors' code
-    state_init: str = 'like-init' # h_0: 'like-init' (random) | 'zero'
     mean_recurrence: int = 8      # mu_rec; eval runs this many steps unless num_recur is given
     mean_backprop_depth: int = None   # mu_bwd; None: ceil(mean_recurrence / 2)
     max_recurrence: int = None    # upper clip of the sampled depth; None: 3 * mean_recurrence
@@ -89,8 +78,7 @@ class ParcaeConfig:
         checks = [
             (self.mlp in ('relu2', 'swiglu'), f"mlp must be relu2|swiglu, got {self.mlp!r}"),
             (self.block in ('prenorm', 'sandwich'), f"block must be prenorm|sandwich, got {self.block!r}"),
-            (self.injection in ('diagonal', 'linear', 'add'), f"injection must be diagonal|linear|add, got {self.injection!r}"),
-            (self.state_init in ('like-init', 'zero'), f"state_init must be like-init|zero, got {self.state_init!r}"),
+            (self.injection in ('diagonal', 'linear'), f"injection must be diagonal|linear, got {self.injection!r}"),
             (self.depth_sampling in ('per_sequence', 'per_batch', 'fixed'),
              f"depth_sampling must be per_sequence|per_batch|fixed, got {self.depth_sampling!r}"),
             (self.mean_recurrence >= 1 and self.mean_backprop_depth >= 1, "mean_recurrence and mean_backprop_depth must be >= 1"),
@@ -188,9 +176,82 @@ class Block(nn.Module):
         return x + self.mlp(n[1](x))
 
 
+# ----------------------------------------------------------------------------- the injection
+# How each loop step reads the state h and the prelude's output e. loop_constants(e) gives what
+# stays fixed over the T steps, once per forward (B_bar e saves T - 1 d x d matmuls per token);
+# forward is one step's input to R; reference is the same map as its paper writes it.
+
+class DiagonalInjection(nn.Module):
+    """Parcae (eq. 3, Table 1): A_bar h + B_bar e, A_bar = exp(-Delta A) with A = exp(A_log) > 0 per
+    channel and Delta = softplus(dt_bias) (ZOH), B_bar = Delta B (Euler)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, self.init_decay = cfg.n_embd, cfg.init_decay
+        self.A_log = nn.Parameter(torch.zeros(d))
+        self.dt_bias = nn.Parameter(torch.empty(d))
+        self.B = nn.Parameter(torch.empty(d, d))
+
+    @torch.no_grad()
+    def reset_parameters(self):  # A = 1, A_bar = init_decay, B = I (authors' code)
+        self.A_log.zero_()
+        dt = -math.log(self.init_decay)                        # Delta with A = 1: A_bar = exp(-Delta)
+        self.dt_bias.fill_(dt + math.log(-math.expm1(-dt)))    # inverse softplus
+        self.B.copy_(torch.eye(self.B.shape[0]))
+
+    def A_bar(self):
+        """exp(-Delta A) per channel, in (0, 1) in float32 too: log(Delta A) = log softplus(dt_bias)
+        + A_log, with log softplus(x) = x for x < -20, and Delta A floored at 1e-6."""
+        x = self.dt_bias.float()
+        log_delta = torch.where(x < -20, x, torch.log(F.softplus(x.clamp(min=-20))))
+        return torch.exp(-torch.exp(log_delta + self.A_log.float()).clamp(min=1e-6))
+
+    def loop_constants(self, e):
+        delta = F.softplus(self.dt_bias.float())
+        return self.A_bar(), delta * F.linear(e, self.B)      # A_bar, B_bar e = Delta B e
+
+    def forward(self, h, A_bar, Be):
+        return A_bar * h + Be
+
+    def reference(self, h, e):
+        delta, A = F.softplus(self.dt_bias), torch.exp(self.A_log)
+        return torch.exp(-delta * A) * h + delta * (e @ self.B.T)
+
+    def spectral_radius(self):
+        return self.A_bar().max().item()
+
+
+class LinearInjection(nn.Module):
+    """The RDM's (Geiping et al.): W [h; e], W in R^{d x 2d} unconstrained (Table 1: rho(W_h) may
+    exceed 1). W = [W_h W_e]; W_e e is the loop constant."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.d = cfg.n_embd
+        self.W = nn.Linear(2 * self.d, self.d, bias=False)
+
+    def reset_parameters(self):  # W keeps the model's matrix init
+        pass
+
+    def loop_constants(self, e):
+        return None, F.linear(e, self.W.weight[:, self.d:])
+
+    def forward(self, h, _, We):
+        return F.linear(h, self.W.weight[:, :self.d]) + We
+
+    def reference(self, h, e):
+        return self.W(torch.cat([h, e], dim=-1))
+
+    def spectral_radius(self):
+        return torch.linalg.eigvals(self.W.weight[:, :self.d].float()).abs().max().item()
+
+
+INJECTIONS = {'diagonal': DiagonalInjection, 'linear': LinearInjection}
+
+
 # ----------------------------------------------------------------------------- Parcae
 
-@torch._dynamo.disable
+@torch.compiler.disable
 def running(m, h, u, ves):
     """The first m rows (the sequences still looping), batch size marked dynamic: one compiled
     graph of the recurrent block serves every prefix size (torch.compile keeps size 1 apart)."""
@@ -198,7 +259,7 @@ def running(m, h, u, ves):
     if m > 1:
         for r in rows:
             if r is not None:
-                torch._dynamo.maybe_mark_dynamic(r, 0)
+                torch._dynamo.maybe_mark_dynamic(r, 0)  # torch 2.13 has no public form of it
     return rows[0], rows[1], rows[2:]
 
 
@@ -209,7 +270,7 @@ class Parcae(nn.Module):
         cfg = self.config = config
         d, L_P, L_R, L_C = cfg.n_embd, cfg.n_prelude, cfg.n_recur_layers, cfg.n_coda
         n = L_P + L_R + L_C
-        has_ve = [cfg.value_embeds and i % 2 == (n - 1) % 2 for i in range(n)]
+        has_ve = [cfg.value_embeds and i % 2 == (n - 1) % 2 for i in range(n)]  # as a GPT: Table 19
         self.wte = nn.Embedding(cfg.vocab_size, d)
         self.prelude = nn.ModuleList(Block(cfg, has_ve[i]) for i in range(L_P))
         self.prelude_norm = nn.RMSNorm(d, eps=cfg.norm_eps) if cfg.prelude_norm else None
@@ -218,13 +279,8 @@ class Parcae(nn.Module):
         self.ln_f = nn.RMSNorm(d, eps=cfg.norm_eps)
         self.value_embeds = nn.ModuleDict({str(i): nn.Embedding(cfg.vocab_size, cfg.n_head * cfg.head_dim)
                                            for i in range(n) if has_ve[i]})
-        if cfg.injection == 'diagonal':
-            self.A_log = nn.Parameter(torch.zeros(d))
-            self.dt_bias = nn.Parameter(torch.empty(d))
-            self.B = nn.Parameter(torch.empty(d, d))
-        elif cfg.injection == 'linear':
-            self.adapter = nn.Linear(2 * d, d, bias=False)  # W [h; e], W in R^{d x 2d}
-        self.C = nn.Linear(d, d, bias=False) if cfg.readout else None
+        self.injection = INJECTIONS[cfg.injection](cfg)
+        self.C = nn.Linear(d, d, bias=False) if cfg.readout else None  # None: C = I (Table 17, Parcae-350M)
         self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
             self.lm_head.weight = self.wte.weight
@@ -243,54 +299,19 @@ class Parcae(nn.Module):
             nn.init.zeros_(block.mlp.c_proj.weight)
             if block.attn.ve_gate is not None:
                 nn.init.zeros_(block.attn.ve_gate.weight)
-        if self.config.injection == 'diagonal':
-            self.A_log.zero_()
-            dt = -math.log(self.config.init_decay)  # Delta with A = 1: A_bar = exp(-Delta)
-            self.dt_bias.fill_(dt + math.log(-math.expm1(-dt)))  # inverse softplus
-            self.B.copy_(torch.eye(self.config.n_embd))
+        self.injection.reset_parameters()
 
     def num_params(self):
         return sum(p.numel() for p in self.parameters())
 
-    # --- the dynamical system -------------------------------------------------------------
-
-    def A_bar(self):
-        """exp(-Delta A) per channel, in (0, 1). log(Delta A) = log softplus(dt_bias) + A_log,
-        with log softplus(x) = x for x < -20 (where softplus(x) = exp(x) to float precision)."""
-        x = self.dt_bias.float()
-        log_delta = torch.where(x < -20, x, torch.log(F.softplus(x.clamp(min=-20))))
-        return torch.exp(-torch.exp(log_delta + self.A_log.float()).clamp(min=1e-6))
-
     def spectral_radius(self):
-        """rho of the linear map h -> A_bar h of the injection (Table 1)."""
+        """rho of the injection's linear map h -> A_bar h (Table 1)."""
         with torch.no_grad():
-            if self.config.injection == 'diagonal':
-                return self.A_bar().max().item()
-            if self.config.injection == 'linear':
-                W_h = self.adapter.weight[:, :self.config.n_embd].float()
-                return torch.linalg.eigvals(W_h).abs().max().item()
-            return 1.0
-
-    def _input_term(self, e):
-        """The part of the injection that only depends on e, computed once per forward."""
-        inj = self.config.injection
-        if inj == 'diagonal':
-            delta = F.softplus(self.dt_bias.float())
-            return delta * F.linear(e, self.B)  # B_bar e = Delta B e (Euler)
-        if inj == 'linear':
-            return F.linear(e, self.adapter.weight[:, self.config.n_embd:])
-        return e
-
-    def _inject(self, h, u, A_bar):
-        if self.config.injection == 'diagonal':
-            return A_bar * h + u
-        if self.config.injection == 'linear':
-            return F.linear(h, self.adapter.weight[:, :self.config.n_embd]) + u
-        return h + u
+            return self.injection.spectral_radius()
 
     def _step(self, h, u, A_bar, ves, cos, sin, caches=None):
         """One application of the recurrent block: h_{t+1} = R(A_bar h_t + B_bar e)."""
-        x = self._inject(h, u, A_bar)
+        x = self.injection(h, A_bar, u)
         for i, block in enumerate(self.recur):
             x = block(x, cos, sin, ves[i], None if caches is None else caches[i])
         return x
@@ -319,11 +340,9 @@ class Parcae(nn.Module):
         Ek = sum(p * min(max(j, 1), Tmax, kb) for j, p in enumerate(pmf))
         return ET, Ek
 
-    @torch._dynamo.disable
+    @torch.compiler.disable
     def _initial_state(self, B, T, device, offset=0):
         d, std = self.config.n_embd, self.std
-        if self.config.state_init == 'zero':
-            return torch.zeros(B, T, d, device=device)
         if self.training:
             return nn.init.trunc_normal_(torch.empty(B, T, d, device=device), std=std, a=-3 * std, b=3 * std)
         if device not in self._h0_eval:  # fixed table, one row per position
@@ -354,13 +373,7 @@ class Parcae(nn.Module):
             e = self.prelude_norm(x) if self.prelude_norm is not None else x  # e = Norm(P(s))
 
             def step(h):
-                if cfg.injection == 'diagonal':
-                    delta, A = F.softplus(self.dt_bias), torch.exp(self.A_log)
-                    x = torch.exp(-delta * A) * h + delta * (e @ self.B.T)
-                elif cfg.injection == 'linear':
-                    x = self.adapter(torch.cat([h, e], dim=-1))       # W [h; e]
-                else:
-                    x = h + e
+                x = self.injection.reference(h, e)
                 for i, block in enumerate(self.recur):
                     x = block(x, cos, sin, self._value_embed(cfg.n_prelude + i, s))
                 return x
@@ -379,7 +392,7 @@ class Parcae(nn.Module):
             logits.append(self.lm_head(self.ln_f(x)))                        # head(Norm(Coda(C h_T)))
         return torch.cat(logits)
 
-    @torch._dynamo.disable(recursive=False)  # the loop runs eagerly; the blocks it calls compile
+    @torch.compiler.disable(recursive=False)  # the loop runs eagerly; the blocks it calls compile
     def _recur(self, u, ves, A_bar, cos, sin, num_recur):
         """Runs the loop from the input term u = B_bar e (B, T, d) and the recurrent layers' value
         embeddings; returns h_T in the batch's order."""
@@ -454,9 +467,8 @@ class Parcae(nn.Module):
         cos, sin = rope_tables(idx.shape[1], self.config.head_dim, self.config.rope_base, idx.device)
         e = self._prelude(idx, cos, sin)
         # what the loop reads and never changes, computed here, inside the compiled graph
-        u = self._input_term(e)
+        A_bar, u = self.injection.loop_constants(e)
         ves = [self._value_embed(self.config.n_prelude + i, idx) for i in range(self.config.n_recur_layers)]
-        A_bar = self.A_bar() if self.config.injection == 'diagonal' else None
         h = self._recur(u, ves, A_bar, cos, sin, num_recur)
         logits = self._coda(h, idx, cos, sin)
         loss = None
@@ -480,8 +492,7 @@ class Parcae(nn.Module):
         idx, pos = idx_t.view(-1, 1), state['pos']
         cos, sin = rope_tables(1, self.config.head_dim, self.config.rope_base, idx.device, offset=pos)
         e = self._prelude(idx, cos, sin, state['prelude'])
-        u = self._input_term(e)
-        A_bar = self.A_bar() if self.config.injection == 'diagonal' else None
+        A_bar, u = self.injection.loop_constants(e)
         ves = [self._value_embed(self.config.n_prelude + i, idx) for i in range(self.config.n_recur_layers)]
         h = self._initial_state(idx.shape[0], 1, idx.device, offset=pos).to(u.dtype)
         for t in range(T):
@@ -501,7 +512,7 @@ class Parcae(nn.Module):
                 for p in mod.parameters()]
         seen = {id(p) for p in muon}
         no_decay = [p for name, p in self.named_parameters()
-                    if p.ndim < 2 or name in ('B', 'C.weight')]
+                    if p.ndim < 2 or name in ('injection.B', 'C.weight')]
         seen |= {id(p) for p in no_decay}
         decay = [p for p in self.parameters() if id(p) not in seen]
         return [{'params': muon, 'weight_decay': weight_decay, 'optimizer': 'muon'},
@@ -532,8 +543,7 @@ class Parcae(nn.Module):
         once = matmul(self.prelude) + matmul(self.coda) + d * cfg.vocab_size
         if cfg.readout:
             once += d * d
-        if cfg.injection != 'add':
-            once += d * d  # B e, or the e half of W, once per forward
+        once += d * d  # B e, or the e half of W, once per forward
         per_step = matmul(self.recur) + (d * d if cfg.injection == 'linear' else 0)
         flops = 6 * once + (2 * ET + 4 * Ek) * per_step
         flops += 12 * attn_ctx * (cfg.n_prelude + cfg.n_coda) + (4 * ET + 8 * Ek) * attn_ctx * cfg.n_recur_layers

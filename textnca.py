@@ -1,84 +1,40 @@
 """
 TextNCA: Neural Cellular Automata for Language Modeling via Hierarchical Local Attention
-(Mittal et al., arXiv 2608.02050). A 1D causal NCA: every token holds a state h_i, and one
-shared local rule is iterated in place:
+Avni Mittal, Avinash Anand, Ashutosh Kumar, Dikshant Kukreja, Kritarth Prasad, Sushane Dulloo,
+Erik Cambria, Timothy Liu, Zhengkui Wang, Rajiv Ratn Shah (arXiv 2608.02050)
 
-    h_0 = TokenEmbed(x) + PosEmbed(x)                                   (Eq. 1)
-    u   = FFN(LN(Perceive(h + s_n)))      s_n: step embedding            (Eq. 2, 9)
-    h   = Gate(h, u)                      GRU gate, Eq. 5-8              (Eq. 10)
-    logits = LMHead(LN(h_N))              head tied to TokenEmbed        (Eq. 3)
+A 1D causal neural cellular automaton: every token holds a state h_i, and one shared local rule is
+iterated in place. As implemented (c = emb_scale, sqrt(d) by default):
 
-Hier-TextNCA (the flagship) runs K stages with windows (8, 32, 128); stage k has its own
-weights and applies them Ts = 4 times, with step embedding s_{(k-1)Ts + t} (Eq. 9).
-Every ablation of the paper is a config field: windows (reversed / uniform / non-monotone
-schedules, K = len(windows)), Ts, orchestration, gate, step_embed, kernel, stochastic_Ts,
-readout_block.
-forward(idx, targets, Ts) takes the iteration count as a knob. For the paper's analyses:
-step_logits / step_losses (LN + head after every NCA step, Fig. 8), gate_stats (mean GRU
-update and reset gates per step, Fig. 10), step_names ('emb', 'S1.1', ...).
+    h_0 = c (TokenEmbed(x) + PosEmbed(x))                          Eq. 1, scaled by c
+    s_n = c StepEmbed[n],  n = (k-1) Ts + t                        Eq. 9
+    u   = FFN(LN(Perceive_w(h + s_n)))                             Eq. 2; Perceive_w: Eq. 4
+    h   = (1 - z) h + z tanh(W_h [r * h; u])                       Eq. 5-8, 10 (the GRU gate)
+    logits = LMHead(LN(h_N)),  LMHead tied to TokenEmbed           Eq. 3
 
-Choices where the paper is vague (and why):
-- Biases in every Linear, LayerNorm with bias, GELU in the FFN, nanoGPT init (normal 0.02):
-  with biases the flagship is 30,830,592 parameters (paper 30.8M / 30.84M in Table 7; without
-  biases it would be 30.81M).
-- h_0 = sqrt(d) (TokenEmbed + PosEmbed), and the step embeddings enter at the same sqrt(d) scale
-  (Vaswani et al. Sec. 3.4 scale tied embeddings so). The paper gives no init; with nanoGPT's
-  0.02 tables unscaled, the model sat at the unigram loss (tiny Shakespeare, 3.3 nats per char)
-  for ~200 steps, and at d 128 / windows (8, 32, 128) / Ts 4 for all of 200: at init the GRU
-  halves the state every step (z = sigmoid(0) = 1/2, the tanh candidate of a 0.03-scale state is
-  ~0), so h_12 is 1/4000 of h_0, Perceive's output is ~1e-3 and the LN after it divides by that:
-  the attention output bias took 88% of the gradient norm, and a few Adam steps of it (and of
-  the GRU's W_h bias) outweighed every position-dependent signal. At sqrt(d) scale h_0 sits in
-  the range of the tanh candidate, the largest gradient group falls to 31% (total norm 17.5 ->
-  5.6, a 6-layer GPT's is 5.5), and the model leaves the unigram loss within 100 steps
-  (README, TextNCA: the curves).
-- One LN per cell, between Perceive and FFN, exactly as Eq. 2 reads (no pre-norm on h + s).
-- orchestration: 'staged' = K stages of Ts iterations (Sec. 3.2); 'single' = the same with
-  K = 1 (TextNCA-L1: windows=(32,), Ts=12); 'stacked' = the same with N equal windows
-  (Sec. A.5, "6C x T2" = windows=(32,)*6, Ts=2). 'interleaved' = one shared cell whose input
-  goes through one Perceive-LN-FFN sub-layer per window, in order, and then one gate, Ts times
-  (Sec. 3.2 "cycle [w=8 -> w=32 -> w=128 -> Gate] each step"). Sub-layers with their own
-  attention, LN and FFN and a single GRU give 27.68M, the paper's 27.7M, and the paper's
-  "3.1M gap" to the staged model (two GRU gates). 'multi' = the same code with equal windows
-  (Sec. A.5 "3 sub-layers x T=4, same window size, different projection weights").
-- Learned step embeddings are a table of K * Ts rows (interleaved: Ts rows), row (k-1)Ts + t.
-  An inference Ts' larger than the trained Ts reuses each stage's LAST learned row for the
-  extra iterations (the paper's Fig. 17 sweep needs some value there; it then shows the
-  model degrading, as the paper reports). Ts' < Ts uses the first Ts' rows of each stage.
-  With stochastic_Ts the table holds max(stochastic_Ts) rows per stage.
-- Sinusoidal step embeddings: the Vaswani et al. sinusoid (base 10000) of the global step number
-  n = (k-1)Ts + t - 1 with the Ts in effect; it extends to any Ts. Its amplitude is set so that
-  its rms equals a fresh learned row's (0.02, then x sqrt(d)): at unit amplitude it would be 25x
-  the token state at init and drown it (Table 6/9 compare the two kinds at one scale).
-- kernel 'linear': phi(x) = [1, x, x (x) x / sqrt 2] gives phi(q).phi(k) = 1 + s + s^2 / 2 with
-  s = q.k / sqrt(d_h) (the 1/sqrt(d_h) scale as in softmax). Inside a window of w keys the
-  exact value of sum_j phi(q_i).phi(k_j) v_j / sum_j phi(q_i).phi(k_j) is cheaper computed as
-  this (always positive) score in the same band form as softmax than through d_h^2 features.
-- kernel 'gla' (Eq. 17 "following Yang et al. (2024)"): Yang et al.'s data-dependent gate,
-  one decay per key channel read from the layer input x = h + s through a rank-16 map,
-  alpha_j = sigmoid(x_j W_1 W_2 + b)^(1/16) (W_1: d x 16, W_2: 16 x d, bias b; 16 is their
-  temperature), decay_{j->i} = prod_{s=j+1..i} alpha_s (per channel: Eq. 17's 1 - g),
-  y_i = sum_j (q_i * decay_{j->i}) . k_j v_j / sqrt d_h, i.e. the recurrence
-  S_i = Diag(alpha_i) S_{i-1} + k_i^T v_i restricted to the causal window w (the model stays
-  strictly local), with no normaliser (the LN after Perceive normalises) and none of GLA's
-  output gate or norm. It adds 16,896 parameters per stage: 30,881,280 = the paper's 30.9M
-  (Table 3) and 21,395,968 = 21.4M for TextNCA-GLA (Table 8); Eq. 17's literal reading, one
-  scalar per head from K_j, gives 30,832,152 = 30.83M. b starts so that alpha^(w-1) = 1/e.
-- kernel 'conv' (TextNCA-Conv, Table 8's 29.0M): a dense causal Conv1d(d, d, w) followed by a
-  d x d output projection, 28,980,224 parameters at w = 32 (with biases). Sec. A.3 says "causal
-  depthwise convolution with kernel size w", which is kernel 'dwconv': Conv1d(d, d, w,
-  groups=d) alone, 16.9K parameters per stage, 20,345,344 = 20.3M for the same model, far
-  from the paper's count; the count decides. Both keep PyTorch's Conv1d init.
-- readout_block (Hier-Hybrid, App. B): one causal global-attention block plus FFN appended
-  after the last NCA step, before ln_f: a pre-norm Transformer block with biases at d, d_ff,
-  3,152,384 parameters, 33,982,976 in all = the paper's 34.0M ("+3.2M"). The logit lens
-  (step_logits, step_losses) reads every state through it, so its last entry stays forward's.
-- gate 'sigmoid': h = g u + (1-g) h, g = sigmoid(W [h; u]) (27.68M = the paper's 27.7M
-  "SigmoidDropout", which adds dropout; `dropout` applies to u before the gate). 'highway':
-  g = sigmoid(W h). 'residual': h + u. 'overwrite': u.
-- stochastic_Ts: one Ts per forward call in training (per batch), from the CPU torch RNG.
-- Local attention is computed in chunks of c = w queries against their own and the previous
-  chunk (a band mask inside a (c, 2c) block), so time and memory are O(T w), not O(T^2).
+Hier-TextNCA (the flagship) runs K = len(windows) stages with windows (8, 32, 128); stage k has its
+own weights and applies them Ts = 4 times. Every ablation of the paper is a config field: windows,
+Ts, orchestration, gate, step_embed, kernel, stochastic_Ts, readout_block. forward(idx, targets, Ts)
+takes the iteration count as a knob; step_logits / step_losses (the logit lens, Fig. 8), gate_stats
+(Fig. 10) and step_names ('emb', 'S1.1', ...) serve the paper's analyses.
+
+Readings where the paper is vague (how each was found, and the counts: docs/textnca.md):
+- emb_scale: the literal Eq. 1 is emb_scale=1.0. At nanoGPT's 0.02 init it stays at the unigram loss,
+  so by default h_0 and the step embeddings are scaled by sqrt(d) (as Vaswani et al. Sec. 3.4).
+- Biases in every Linear and LayerNorm, GELU FFN, nanoGPT init N(0, 0.02): the flagship has
+  30,830,592 parameters, Table 7's 30.8M. One LN per cell, between Perceive and FFN (Eq. 2).
+- orchestration 'staged' (Sec. 3.2), 'single' (K = 1), 'stacked' (equal windows, Sec. A.5);
+  'interleaved': one cell, one Perceive-LN-FFN sub-layer per window in order, then one gate, Ts
+  times; 'multi': the same with equal windows (Sec. A.5).
+- Learned step embeddings: a table of K * Ts rows; an inference Ts' > Ts reuses each stage's last
+  row. Sinusoidal: Vaswani et al.'s sinusoid of n, at the rms of a fresh learned row.
+- kernel 'linear': weights 1 + s + s^2/2, normalised, s = q.k / sqrt(d_h) (phi = [1, x, x (x) x
+  / sqrt 2]); 'gla' (Eq. 17): Yang et al.'s per-channel gate, the GLA recurrence restricted to the
+  window, no normaliser; 'conv': a dense causal Conv1d and a d x d projection (Table 8's 29.0M);
+  'dwconv': Sec. A.3's depthwise convolution.
+- gate 'sigmoid': h + g (u - h), g = sigmoid(W [h; u]); 'highway': g = sigmoid(W h); 'residual':
+  h + u; 'overwrite': u. stochastic_Ts: one Ts per training forward.
+- readout_block (Hier-Hybrid, App. B): one causal global-attention pre-norm block before ln_f.
 """
 import math
 from dataclasses import dataclass
@@ -98,7 +54,7 @@ class TextNCAConfig:
     n_embd: int = 512
     n_head: int = 8
     d_ff: int = 2048
-    bias: bool = True
+    bias: bool = True                 # every Linear and LayerNorm: the flagship's 30,830,592 (Table 7)
     dropout: float = 0.0              # on u, before the gate (Table 5 "SigmoidDropout")
     windows: tuple = (8, 32, 128)     # one window per stage (staged) or sub-layer (interleaved)
     Ts: int = 4                       # iterations per stage
@@ -109,6 +65,7 @@ class TextNCAConfig:
     stochastic_Ts: tuple = ()         # e.g. (2, 4, 6): Ts sampled per batch in training
     grad_checkpoint: bool = False     # recompute each NCA step in backward (Sec. 4.1)
     readout_block: bool = False       # Hier-Hybrid (App. B): one causal global-attention block before ln_f
+    emb_scale: float = None           # h_0 and step embeddings times this; None: sqrt(n_embd); 1.0: Eq. 1 literally
 
     def __post_init__(self):
         if isinstance(self.windows, int):
@@ -148,6 +105,17 @@ class TextNCAConfig:
 # ----------------------------------------------------------------------------------------
 # Perception: causal local kernels over a window of w keys (i-w+1..i)
 
+def taylor2(s):
+    """phi(q).phi(k) = 1 + s + s^2 / 2 for phi(x) = [1, x, x (x) x / sqrt 2], s = q.k / sqrt(D)."""
+    return 1 + s + 0.5 * s * s
+
+
+WEIGHTS = {  # attention weights over the keys a query sees (its window)
+    'softmax': lambda s: s.softmax(-1),                                   # Eq. 4
+    'linear': lambda s: taylor2(s) / taylor2(s).sum(-1, keepdim=True),
+}
+
+
 def local_attention_reference(q, k, v, w, kernel='softmax', log_decay=None):
     """What local_attention and gla_attention compute, one query at a time: query i reads keys
     j = max(0, i-w+1)..i. softmax: Eq. 4; linear: weights 1 + s + s^2/2, normalised; gla: the
@@ -158,11 +126,8 @@ def local_attention_reference(q, k, v, w, kernel='softmax', log_decay=None):
         j0 = max(0, i - w + 1)
         qi, kw, vw = q[:, :, i:i + 1], k[:, :, j0:i + 1], v[:, :, j0:i + 1]
         s = (qi @ kw.transpose(-1, -2)) / math.sqrt(D)                        # (B, H, 1, keys)
-        if kernel == 'softmax':
-            a = s.softmax(-1)
-        elif kernel == 'linear':
-            a = 1 + s + s * s / 2
-            a = a / a.sum(-1, keepdim=True)
+        if kernel in WEIGHTS:
+            a = WEIGHTS[kernel](s)
         else:
             C = log_decay[:, :, j0:i + 1].cumsum(2)    # decay_{j->i} = exp(C_i - C_j), per channel
             decay = (C[:, :, -1:] - C).exp()
@@ -180,9 +145,14 @@ def band_chunks(t, c):
     return torch.cat([prev, t], dim=3)
 
 
+def band_distance(c, device):
+    """dist[a, b] = query position - key position, query a of a chunk, key b of [previous, own chunk]."""
+    return torch.arange(c, device=device)[:, None] + c - torch.arange(2 * c, device=device)[None, :]
+
+
 def band_mask(n, c, w, device):
     """allowed[m, a, b]: query a of chunk m may see key b of [chunk m-1, chunk m]."""
-    dist = torch.arange(c, device=device)[:, None] + c - torch.arange(2 * c, device=device)[None, :]
+    dist = band_distance(c, device)
     allowed = ((dist >= 0) & (dist < w)).expand(n, c, 2 * c)
     first = torch.arange(n, device=device)[:, None, None] == 0
     before_start = torch.arange(2 * c, device=device)[None, None, :] < c
@@ -190,10 +160,8 @@ def band_mask(n, c, w, device):
 
 
 def local_attention(q, k, v, w, kernel='softmax', log_decay=None):
-    """q, k, v: (B, H, T, D). Query i attends to keys max(0, i-w+1)..i. Queries are split
-    into chunks of c = w; a chunk sees only itself and the previous chunk, so the work and
-    memory are O(T * w) (exactly local_attention_reference, see tests/test_textnca.py).
-    log_decay: (B, H, T, D) log alpha for kernel 'gla' (see gla_attention)."""
+    """q, k, v: (B, H, T, D). Query i attends to keys max(0, i-w+1)..i, in chunks of c = min(w, T)
+    (exactly local_attention_reference). log_decay: (B, H, T, D) log alpha for kernel 'gla'."""
     if kernel == 'gla':
         return gla_attention(q, k, v, w, log_decay)
     B, H, T, D = q.shape
@@ -205,9 +173,9 @@ def local_attention(q, k, v, w, kernel='softmax', log_decay=None):
     allowed = band_mask(n, c, w, q.device)                           # (n, c, 2c)
     if kernel == 'softmax':
         y = F.scaled_dot_product_attention(qc, kc, vc, attn_mask=allowed)
-    else:                        # linear: phi(q).phi(k) with phi = [1, x, x (x) x / sqrt 2]
+    else:
         s = (qc @ kc.transpose(-1, -2)) * (1.0 / math.sqrt(D))       # (B, H, n, c, 2c)
-        a = (1 + s + 0.5 * s * s).masked_fill(~allowed, 0.0)
+        a = taylor2(s).masked_fill(~allowed, 0.0)
         y = (a / a.sum(-1, keepdim=True)) @ vc
     return y.reshape(B, H, n * c, D)[:, :, :T]
 
@@ -239,68 +207,99 @@ def gla_attention(q, k, v, w, log_decay, c=16):
     return (y * (1.0 / math.sqrt(D))).reshape(B, H, n * c, D)[:, :, :T]
 
 
-class Perceive(nn.Module):
+class LocalAttention(nn.Module):
+    """Perceive for kernels 'softmax' (Eq. 4) and 'linear': attention over the w most recent
+    positions, one c_attn for q, k, v and an output projection."""
 
     def __init__(self, cfg, w):
         super().__init__()
         self.w, self.kernel, self.n_head = w, cfg.kernel, cfg.n_head
-        d = cfg.n_embd
-        if cfg.kernel in ('conv', 'dwconv'):
-            self.conv = nn.Conv1d(d, d, w, groups=d if cfg.kernel == 'dwconv' else 1, bias=cfg.bias)
-            if cfg.kernel == 'conv':
-                self.c_proj = nn.Linear(d, d, bias=cfg.bias)
-            return
-        self.c_attn = nn.Linear(d, 3 * d, bias=cfg.bias)
-        self.c_proj = nn.Linear(d, d, bias=cfg.bias)
-        if cfg.kernel == 'gla':  # alpha = sigmoid(x W1 W2 + b)^(1/16), W1 W2 of rank 16 (Yang et al.)
-            self.g_1 = nn.Linear(d, 16, bias=False)
-            self.g_2 = nn.Linear(16, d)
-
-    def reset_gla(self):  # after _init_weights: alpha^(w-1) = 1/e at init
-        nn.init.constant_(self.g_2.bias, -math.log(math.expm1(16.0 / max(self.w - 1, 1))))
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
 
     def qkv(self, x):
         B, T, C = x.shape
-        q, k, v = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
-        log_decay = None
-        if self.kernel == 'gla':  # log alpha, (B, H, T, D): one decay per key channel
-            a = self.g_2(self.g_1(x)).float()
-            log_decay = (F.logsigmoid(a) / 16).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        return q, k, v, log_decay
+        return self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+
+    def out(self, y):  # (B, H, T, D) -> (B, T, C)
+        B, H, T, D = y.shape
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, H * D))
 
     def forward(self, x):
-        B, T, C = x.shape
-        if self.kernel in ('conv', 'dwconv'):
-            y = self.conv(F.pad(x.transpose(1, 2), (self.w - 1, 0))).transpose(1, 2)
-            return self.c_proj(y) if self.kernel == 'conv' else y
-        q, k, v, log_decay = self.qkv(x)
-        y = local_attention(q, k, v, self.w, self.kernel, log_decay)
-        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        q, k, v = self.qkv(x)
+        return self.out(local_attention(q, k, v, self.w, self.kernel))
 
     def step(self, x, cache):
-        """Incremental decode of one position, x: (B, 1, C); cache keeps the last w inputs."""
-        B, _, C = x.shape
-        if self.kernel in ('conv', 'dwconv'):
-            xs = torch.cat([cache['x'], x], 1)[:, -self.w:] if 'x' in cache else x
-            cache['x'] = xs
-            return self.forward(xs)[:, -1:]
-        q, k, v, log_decay = self.qkv(x)
+        """Incremental decode of one position, x: (B, 1, C); cache keeps the last w keys and values."""
+        q, k, v = self.qkv(x)
         if 'k' in cache:
             k, v = torch.cat([cache['k'], k], 2)[:, :, -self.w:], torch.cat([cache['v'], v], 2)[:, :, -self.w:]
         cache['k'], cache['v'] = k, v
         s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, H, 1, S)
-        if self.kernel == 'softmax':
-            a = s.softmax(-1)
-        elif self.kernel == 'linear':
-            a = 1 + s + 0.5 * s * s
-            a = a / a.sum(-1, keepdim=True)
-        else:   # C_i - C_j = sum of log alpha over the positions after j up to i, per channel
-            ld = torch.cat([cache['ld'], log_decay], 2)[:, :, -self.w:] if 'ld' in cache else log_decay
-            cache['ld'] = ld
-            after = ld.flip(2).cumsum(2).flip(2) - ld                   # (B, H, S, D)
-            a = (q * after.exp().to(q.dtype) * k).sum(-1)[:, :, None] * (1.0 / math.sqrt(q.shape[-1]))
-        y = (a @ v).transpose(1, 2).reshape(B, 1, C)
-        return self.c_proj(y)
+        return self.out(WEIGHTS[self.kernel](s) @ v)
+
+
+class GatedLinearAttention(LocalAttention):
+    """Perceive for kernel 'gla' (Eq. 17, Yang et al.'s data-dependent gate): one decay per key
+    channel, alpha = sigmoid(x W_1 W_2 + b)^(1/16), W_1 W_2 of rank 16, inside the window w."""
+
+    def __init__(self, cfg, w):
+        super().__init__(cfg, w)
+        self.g_1 = nn.Linear(cfg.n_embd, 16, bias=False)
+        self.g_2 = nn.Linear(16, cfg.n_embd)
+
+    def reset_gla(self):  # after _init_weights: alpha^(w-1) = 1/e at init
+        nn.init.constant_(self.g_2.bias, -math.log(math.expm1(16.0 / max(self.w - 1, 1))))
+
+    def log_alpha(self, x):  # (B, H, T, D)
+        B, T, C = x.shape
+        a = self.g_2(self.g_1(x)).float()
+        return (F.logsigmoid(a) / 16).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x)
+        return self.out(gla_attention(q, k, v, self.w, self.log_alpha(x)))
+
+    def step(self, x, cache):
+        q, k, v = self.qkv(x)
+        ld = self.log_alpha(x)
+        if 'k' in cache:
+            k, v = torch.cat([cache['k'], k], 2)[:, :, -self.w:], torch.cat([cache['v'], v], 2)[:, :, -self.w:]
+            ld = torch.cat([cache['ld'], ld], 2)[:, :, -self.w:]
+        cache['k'], cache['v'], cache['ld'] = k, v, ld
+        after = ld.flip(2).cumsum(2).flip(2) - ld   # C_i - C_j: log alpha summed over j+1..i, per channel
+        a = (q * after.exp().to(q.dtype) * k).sum(-1)[:, :, None] * (1.0 / math.sqrt(q.shape[-1]))
+        return self.out(a @ v)
+
+
+class CausalConv(nn.Module):
+    """Perceive for kernels 'conv' (a dense causal Conv1d of width w, then a d x d projection:
+    Table 8's 29.0M) and 'dwconv' (Sec. A.3's depthwise Conv1d alone)."""
+
+    def __init__(self, cfg, w):
+        super().__init__()
+        d, self.w = cfg.n_embd, w
+        self.conv = nn.Conv1d(d, d, w, groups=d if cfg.kernel == 'dwconv' else 1, bias=cfg.bias)
+        self.c_proj = nn.Linear(d, d, bias=cfg.bias) if cfg.kernel == 'conv' else None
+
+    def forward(self, x):
+        y = self.conv(F.pad(x.transpose(1, 2), (self.w - 1, 0))).transpose(1, 2)
+        return y if self.c_proj is None else self.c_proj(y)
+
+    def step(self, x, cache):
+        """Incremental decode of one position, x: (B, 1, C); cache keeps the last w inputs."""
+        xs = torch.cat([cache['x'], x], 1)[:, -self.w:] if 'x' in cache else x
+        cache['x'] = xs
+        return self.forward(xs)[:, -1:]
+
+
+PERCEIVE = {'softmax': LocalAttention, 'linear': LocalAttention, 'gla': GatedLinearAttention,
+            'conv': CausalConv, 'dwconv': CausalConv}
+
+
+def Perceive(cfg, w):
+    """The perception of one sub-layer over a causal window of w positions, for cfg.kernel."""
+    return PERCEIVE[cfg.kernel](cfg, w)
 
 
 # ----------------------------------------------------------------------------------------
@@ -421,7 +420,8 @@ class TextNCA(nn.Module):
         self.apply(self._init_weights)
         if self.steps is not None:
             nn.init.normal_(self.steps, std=INIT_STD)
-        self.emb_scale = math.sqrt(d)   # h_0 at the scale of the GRU's tanh candidate (see the docstring)
+        # sqrt(d): h_0 at the scale of the GRU's tanh candidate, else the model sits at the unigram loss (docs/textnca.md)
+        self.emb_scale = math.sqrt(d) if cfg.emb_scale is None else cfg.emb_scale
         self.last_Ts = cfg.Ts
 
     def _init_weights(self, module):
@@ -429,7 +429,7 @@ class TextNCA(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
             if getattr(module, 'bias', None) is not None:
                 nn.init.zeros_(module.bias)
-        elif isinstance(module, Perceive) and module.kernel == 'gla':
+        elif isinstance(module, GatedLinearAttention):
             module.reset_gla()
 
     def num_params(self):

@@ -1,57 +1,39 @@
 """
-Causal Latent Workspaces for Looped Transformers (../shared/papers/workspace.txt), with the
-looped controls of its six-row comparison. The plain 4-block Transformer row is baselines.GPT.
+Causal Latent Workspaces for Looped Transformers
+(our copy of the paper names no authors and no arXiv id). Also the looped controls of its six-row
+comparison; the plain 4-block Transformer row is baselines.GPT.
 
 One shared pre-norm causal Transformer block T is applied R = 4 times. Before each application,
 round r fuses the current state with the unchanged input anchor e and adds a read from a causal
-workspace of S slots, each an m-vector summary of the prefix 1..i:
+workspace of S slots, each an m-vector summary of the prefix 1..i. In forward's order:
 
-    e   = E(x) + p                          h^0 = e
-    u   = h + A2 GELU(A1 LN_a([h; e]) + a1) + a2          anchor fusion (Equation 2)
-    z   = LN_w(u);  g = sigmoid(W_g z + b_g) (S);  v = tanh(W_v z + b_v) (S x m)
-    N_i = sum_{j<=i} g_j v_j,  D_i = sum_{j<=i} g_j,  M_i = N_i / sqrt(D_i)   (cumulative sums)
+    e   = E(x) + p,  h^0 = e                                          anchor
+    u   = h + A2 GELU(A1 LN_a([h; e]) + a1) + a2                      anchor fusion (Equation 2)
+    z   = LN_w(u);  g = sigmoid(W_g z + b_g) (S);  v = tanh(W_v z + b_v) (S x m)    Equation 3
+    N_i = sum_{j<=i} g_j v_j,  D_i = sum_{j<=i} g_j,  M_i = N_i / sqrt(D_i)         Equation 4
     alpha_i = softmax_s(k_s . (W_q z_i + b_q) / sqrt(m));  c_i = W_o sum_s alpha_is M_is + b_o
     h^{r+1} = T(u + gamma c)
-    logits  = W_LM LN(h^R)                  (untied, bias-free head)
+    logits  = W_LM LN(h^R)                                            untied, bias-free head
+retention=True (Equation 5): M^r = rho_r M^{r-1} + (1 - rho_r) M~^r, rho_r = sigmoid(l_r), r >= 1.
 
 variant: 'workspace' (the paper's model) | 'shared_loop' (h^{r+1} = T(h^r)) | 'adaptive_exit'
-(shared loop, softmax router on e mixes the R exits) | 'anchored' (fusion, no workspace) |
+(shared loop, a softmax router on e mixes the R exits) | 'anchored' (fusion, no workspace) |
 'conditioned_dense' (anchored + zero-initialised per-round scale/shift and earlier-exit readout).
-retention=True: M^r = rho_r M^{r-1} + (1 - rho_r) M~^r, rho_r = sigmoid(l_r), l_r = log(.2/.8).
 
-Where the paper was vague (its displayed equations, Appendix A block and Appendix B dimensions
-were lost in extraction; ARCHITECTURE 8.4 reconstructs the equations from the prose, and this
-file follows that reconstruction, which matches the prose):
-- Block T (Appendix A lost): nanoGPT's pre-norm block, LayerNorm with bias, biased q/k/v/out
-  projections, GELU MLP of width d_ff with biases. Of the block layouts tried, only this one
-  lets all parameter counts (Section 6: 101.71M, the 6,058 gap) come out at a natural slot width.
-- Dimensions (Appendix B lost), solved from the counts: medium m = 128 (= head width 2560/20),
-  d_ff 9994 (workspace), 10382 (anchored), 10376 (conditioned-dense), 9890 (shared loop), 9888
-  (adaptive exit), 5071 (plain, 1536 wide): each d_ff is the integer closest to the budget. With
-  them the largest gap to the workspace model is exactly the paper's 6,058 (plain) -- provided
-  the workspace model also holds the R-1 = 3 retention logits l_1..l_3, so both update rules
-  have one parameter count ("nominal parameter count", Section 6). Here they are always
-  registered and frozen (requires_grad=False) unless retention=True. Small (no width is given):
-  plain 128 (4 heads), shared loop / adaptive exit 256 (8 heads), anchored / workspace 224
-  (7 heads), all head width 32, m = 32 (the head width, as at medium); workspace d_ff 643 gives
-  918,443 (0.918M), and each control's d_ff is the integer closest to that (plain 506, shared
-  762, adaptive 760, anchored 743, conditioned-dense 737). The largest gap is 202, within the
-  paper's 474, which these widths do not reproduce exactly (no natural small widths did).
-- Retention rho_r exists for rounds r >= 1 (round 0 has no preceding summary).
-- Square-root normalisation guard: D is clamped at 1e-12 (D = 0 only if every gate underflows,
-  and then N = 0 too, so M = 0). Sums run in float32 even under bf16 autocast. Without
-  retention the read is computed as sum_s (alpha_s / sqrt(D_s)) N_s, the same number as
-  sum_s alpha_s M_s without storing M (less memory and time).
-- W_g, W_v and W_q read the same z, so they are one fused Linear (rows S | S*m | m); the count and
-  the computation are those of three separate projections.
-- Adaptive exit: an exit is the prediction LN -> W_LM of the state after a pass (one shared head);
-  the mixture is of the exits' next-symbol distributions, log sum_r pi_r softmax(o^r), which is
-  returned as the logits (softmax of it is the mixture).
-- Conditioned-dense: before the block, x = u * (1 + s_r) + b_r (s_r, b_r in R^d per round);
-  readout h^R + sum_{r<R} lambda_r * h^r (lambda_r in R^d, element-wise, for the R-1 earlier
-  exits). All zero-initialised, so it starts as exactly the anchored loop.
-- Initialisation: GPT-2's normal(0, 0.02) for linear and embedding weights, zero biases, residual
-  output projections (attention, MLP, A2, W_o) at 0.02 / sqrt(2 R); keys k_s ~ N(0, 1/m).
+Readings (the paper's displayed equations, its Appendix A block and Appendix B dimensions were lost
+from the text; the equations above are rebuilt from its prose; how each reading was found and the
+dimension solve: docs/workspace.md):
+- T is nanoGPT's pre-norm block (LayerNorm with bias, biased q/k/v/out, GELU MLP of width d_ff).
+- The widths and d_ff per variant are solved from the parameter counts (Section 6: 101.71M, gaps
+  within 6,058 / 474); the workspace model always holds the R-1 retention logits, frozen unless
+  retention=True, so both update rules have one parameter count.
+- D is clamped at 1e-12 and the sums run in float32; without retention the read is
+  sum_s (alpha_s / sqrt(D_s)) N_s, the same number without storing M.
+- W_g, W_v, W_q read the same z: one fused Linear (rows S | S*m | m).
+- Adaptive exit mixes the exits' next-symbol distributions: logits = log sum_r pi_r softmax(o^r).
+- Conditioned-dense: x = u * (1 + s_r) + b_r before the block; readout h^R + sum_{r<R} lambda_r * h^r.
+- Init: GPT-2's N(0, 0.02), zero biases, residual outputs (attention, MLP, A2, W_o) at
+  0.02 / sqrt(2 R); keys k_s ~ N(0, 1/m); gamma = 0.5.
 """
 import math
 from dataclasses import dataclass

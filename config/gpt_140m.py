@@ -9,7 +9,6 @@ out_dir = 'out/gpt_140m'
 n_embd = 768
 n_head = 6
 n_layer = 6
-n_kv_head = 6
 bias = False
 pos = 'rope'
 norm = 'rms'

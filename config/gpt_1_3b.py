@@ -5,7 +5,6 @@ out_dir = 'out/gpt_1_3b'
 n_embd = 1536
 n_head = 12
 n_layer = 24
-n_kv_head = 12
 batch_size = 16
 gradient_accumulation_steps = 16
 max_iters = 198364        # 104B / (256 * 2048)

@@ -5,5 +5,4 @@ out_dir = 'out/gpt_370m'
 n_embd = 1024
 n_head = 8
 n_layer = 12
-n_kv_head = 8
 max_iters = 56458        # 29.6B / (256 * 2048)

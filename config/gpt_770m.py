@@ -5,6 +5,5 @@ out_dir = 'out/gpt_770m'
 n_embd = 1280
 n_head = 10
 n_layer = 18
-n_kv_head = 10
 max_iters = 117493        # 61.6B / (256 * 2048)
 learning_rate = 6e-3       # AdamW

@@ -19,4 +19,3 @@ readout = True
 mean_recurrence = 8
 mean_backprop_depth = 4
 depth_sampling = 'per_sequence'
-state_init = 'like-init'

@@ -30,7 +30,6 @@ readout = False
 mean_recurrence = 16
 mean_backprop_depth = 8
 depth_sampling = 'per_batch'   # prior work: one depth per micro-batch (sec. 2.1)
-state_init = 'like-init'
 batch_size = 16
 gradient_accumulation_steps = 16
 max_iters = 19074

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from baselines import GPT, GPTConfig, local_attention
+from baselines import GPT, GPTConfig, local_attention, local_attention_reference
 
 
 def tiny(**kw):
@@ -26,9 +26,9 @@ def test_state_dict_uses_nanogpt_names():
 
 
 OPTIONS = [dict(), dict(pos='rope'), dict(pos='alibi'), dict(pos='none'), dict(norm='rms', mlp='relu2', bias=False),
-           dict(mlp='swiglu'), dict(qk_norm=True), dict(value_embeds=True, n_kv_head=2), dict(windows=(4, 16)),
-           dict(n_loop=3), dict(tie_weights=False, logit_softcap=15.0), dict(pos='alibi', windows=5),
-           dict(fused_qkv=False, n_kv_head=2, value_embeds=True)]
+           dict(mlp='swiglu'), dict(qk_norm=True), dict(value_embeds=True), dict(windows=(4, 16)),
+           dict(n_loop=3), dict(tie_weights=False), dict(pos='alibi', windows=5),
+           dict(fused_qkv=False, value_embeds=True)]
 
 
 @pytest.mark.parametrize('kw', OPTIONS, ids=[str(k) for k in OPTIONS])
@@ -53,20 +53,20 @@ def test_separate_qkv_is_the_fused_matrix_split_and_muon_sees_three():
     # nanochat (and Parcae's blocks) keep q, k, v apart, so Muon orthogonalises each of them
     import models
     torch.manual_seed(0)
-    fused = GPT(tiny(n_kv_head=2))
-    sep = GPT(tiny(n_kv_head=2, fused_qkv=False))
+    fused = GPT(tiny())
+    sep = GPT(tiny(fused_qkv=False))
     assert fused.num_params() == sep.num_params()
     sd = fused.state_dict()
     for i in range(2):
         w, b = (sd.pop(f'transformer.h.{i}.attn.c_attn.{t}') for t in ('weight', 'bias'))
-        for name, wp, bp in zip('qkv', w.split([32, 16, 16]), b.split([32, 16, 16])):
+        for name, wp, bp in zip('qkv', w.split([32, 32, 32]), b.split([32, 32, 32])):
             sd[f'transformer.h.{i}.attn.c_{name}.weight'], sd[f'transformer.h.{i}.attn.c_{name}.bias'] = wp, bp
     sep.load_state_dict(sd)
     x = torch.randint(0, 50, (2, 24))
     torch.testing.assert_close(sep(x)[0], fused(x)[0])
     cfg = {'optimizer': 'muon', 'weight_decay': 0.1, 'learning_rate': 1e-3, 'muon_lr': None, 'beta1': 0.9,
            'beta2': 0.95, 'eps': 1e-8, 'muon_momentum': 0.95, 'muon_weight_decay': 0.0}
-    m = GPT(tiny(n_kv_head=2, fused_qkv=False, value_embeds=True))
+    m = GPT(tiny(fused_qkv=False, value_embeds=True))
     names = {id(p): n for n, p in m.named_parameters()}
     adamw, muon = models.configure_optimizers(m, cfg, 'cpu')
     in_muon = {names[id(p)] for g in muon.param_groups for p in g['params']}
@@ -104,6 +104,7 @@ def test_chunked_local_attention_equals_masked_full(w, T, alibi):
     bias = bias.masked_fill((dist < 0) | (dist >= w), float('-inf'))
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
     torch.testing.assert_close(local_attention(q, k, v, w, slopes), ref, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(local_attention_reference(q, k, v, w, slopes), ref, atol=1e-6, rtol=1e-5)
 
 
 def test_options_change_parameters_as_specified():
@@ -113,8 +114,8 @@ def test_options_change_parameters_as_specified():
     assert n(tie_weights=False) == n() + V * d               # separate head
     assert n(mlp='swiglu') == n() + L * (4 * d * d + 4 * d)  # the gate matrix and its bias
     assert n(n_loop=4) == n()                                # looping shares weights
-    # value embeddings: layer 1 of 2 has one (i % 2 == (n-1) % 2), with its 32 -> n_kv gate
-    assert n(value_embeds=True, n_kv_head=2) == n(n_kv_head=2) + V * 2 * 8 + 32 * 2
+    # value embeddings: layer 1 of 2 has one (i % 2 == (n-1) % 2), with its 32 -> n_head gate
+    assert n(value_embeds=True) == n() + V * 4 * 8 + 32 * 4
     assert n(bias=False, norm='rms') < n()
 
 

@@ -395,6 +395,16 @@ def test_hybrid_readout_is_a_causal_global_block():
     assert torch.equal(m.step_logits(idx)[-1], m(idx)[0])
 
 
+def test_emb_scale_1_is_eq1_literally_and_default_is_sqrt_d():
+    idx = torch.randint(50, (2, 9))
+    m = build(tiny(emb_scale=1.0))
+    plain = m.wte(idx) + m.wpe(torch.arange(9))                 # Eq. 1: TokenEmbed + PosEmbed
+    assert torch.equal(m.embed(idx), plain)
+    m = build(tiny())
+    assert m.emb_scale == math.sqrt(32)
+    assert torch.equal(m.embed(idx), (m.wte(idx) + m.wpe(torch.arange(9))) * math.sqrt(32))
+
+
 def test_meta_device_and_config_errors():
     with torch.device('meta'):
         m = TextNCA(TextNCAConfig(kernel='gla'))
