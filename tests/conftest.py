@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config, items):
 
 def make_char_dataset(root, name='tiny', n_chars=60_000, seed=0):
     """A small char-level corpus with structure to learn (words from a short list), written in
-    train.py's format: data/<name>/{train,val}.bin + meta.json. Never reads ../shared."""
+    train.py's format: data/<name>/{train,val}.bin + meta.json. Made here: tests never read data from outside the repo."""
     rng = np.random.default_rng(seed)
     words = ['the', 'cat', 'sat', 'on', 'a', 'mat', 'and', 'dog', 'ran', 'to', 'it', 'was', 'red']
     text = ''

@@ -1,4 +1,4 @@
-"""The training recipes that decide the papers' comparisons (issue 13): Parcae's scaled-zero init
+"""The training recipes that decide the papers' comparisons: Parcae's scaled-zero init
 for its GPT baselines, Parcae's Muon, the RDM's Adam, the workspace paper's FP32, weight decay and
 TinyStories cap."""
 import json

@@ -1,6 +1,6 @@
 """results.py's comparisons are fair where they claim to be (parameter counts from the very argument
 lists the driver trains), a run that diverges is a result rather than a crash, and a missing dataset
-is one line. Nothing here trains a model or reads ../shared."""
+is one line. Nothing here trains a model."""
 import json
 import os
 import subprocess

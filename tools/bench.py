@@ -99,7 +99,7 @@ DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isin
 
 # the GPU check's models at a paper shape, the reference first; and the shape a CPU runs them at
 GPU_CHECK = ('gpt_140m', 'parcae_140m', 'textnca_hier', 'fon_d256_t1', 'fon_mamba2_d256', 'workspace_medium')
-TINY_SHAPE = {'n_embd': 32, 'n_head': 2, 'head_dim': 16, 'n_kv_head': 2, 'd_ff': 64, 'slot_dim': 16,
+TINY_SHAPE = {'n_embd': 32, 'n_head': 2, 'head_dim': 16, 'd_ff': 64, 'slot_dim': 16,
               'vocab_size': 64, 'block_size': 32, 'batch_size': 4}
 
 

@@ -409,7 +409,7 @@ def fon(seeds, iters):
 
 JOBS = 2         # train.py runs at once (2 cores)
 ITERS = 0        # --iters: a quick look in its own folder, never mixed with the full runs
-UNIGRAM = 3.31   # tiny Shakespeare's unigram entropy, nats per character (MEASUREMENTS.md)
+UNIGRAM = 3.31   # tiny Shakespeare's unigram entropy, nats per character
 
 
 def write(paper, rows, fig, extra, seeds):
