@@ -64,11 +64,11 @@ def test_base_errors_are_one_line(tmp_path, files, msg):
 
 
 def test_every_config_file_is_valid():
-    """Each config/*.py names a model and only keys that train.py or that model knows."""
+    """Each config file (config/ and its folders) names a model and only keys that train.py or that model knows."""
     import glob
     import os
     from models import resolve_config
-    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), '..', 'config', '*.py')))
+    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), '..', 'config', '**', '*.py'), recursive=True))
     assert files
     for f in files:
         cfg = resolve_config([f])
