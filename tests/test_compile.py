@@ -76,7 +76,8 @@ def test_parcae_prefix_sizes_share_one_graph(char_data, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('path', sorted(glob.glob(os.path.join(ROOT, 'config', '**', '*.py'), recursive=True)),
+@pytest.mark.parametrize('path', sorted(p for p in glob.glob(os.path.join(ROOT, 'config', '**', '*.py'), recursive=True)
+                                        if os.sep + 'recipe' + os.sep not in p),   # recipes are no runs
                          ids=lambda p: os.path.relpath(p, os.path.join(ROOT, 'config')))
 def test_every_shipped_config_graphs_bounded(path, char_data, tmp_path, monkeypatch):
     stats, cfg = compiled_run(path, char_data, tmp_path / 'out', 'eager', monkeypatch)

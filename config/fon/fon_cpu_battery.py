@@ -7,7 +7,7 @@
 #   python train.py config/fon/fon_cpu_battery_ft.py --model=fon --init_from=out/fon_cpu_battery_fon \
 #       --out_dir=out/fon_cpu_battery_ft_fon
 #   (the same two lines with --model=gpt and --model=mamba2)
-#   python -m tools.eval --compare out/fon_cpu_battery_ft_fon out/fon_cpu_battery_ft_gpt out/fon_cpu_battery_ft_mamba2 --battery
+#   python -m tools.eval --compare out/fon_cpu_battery_ft_{fon,gpt,mamba2} --battery
 # On a shared CPU, OMP_NUM_THREADS=1 avoids thread oversubscription (here 17x slower without it).
 out_dir = 'out/fon_cpu_battery'   # one model's: --out_dir=out/fon_cpu_battery_<model> keeps the three apart
 dataset = 'synthetic'
