@@ -1,10 +1,10 @@
 # Hier-TextNCA on tiny Shakespeare (characters) on a laptop CPU in a few minutes: the flagship's
 # shape (3 stages, narrow-to-wide windows, GRU gate, learned step embeddings) at width 96.
 # Same recipe as a GPT here: val 2.07 after 1000 iterations vs 2.10 for a 6-layer GPT of its size
-# (README, Results: python results.py textnca).
+# (README, Results: python -m tools.results textnca).
 # First: python prepare_data.py shakespeare_char   (offline: add --input path/to/input.txt)
 base = 'recipe/shakespeare_char.py'
-out_dir = 'out-textnca-char'
+out_dir = 'out/cpu_textnca'
 model = 'textnca'
 n_embd = 96
 n_head = 4

@@ -18,8 +18,8 @@ from conftest import ROOT, read_log, train_script
 # one config per model and every shape the loop takes: Parcae's per-sequence depths (nanochat
 # setup; the RDM's per-batch depth and linear injection), TextNCA with K = 4 stages and with a
 # Ts drawn per batch, FON with holes, Mamba2, the workspace
-FAST = ['gpt_140m', 'parcae_140m', 'rdm_parcae_100m', 'textnca_k4', 'textnca_stochastic_t', 'fon_d256_t1_ft',
-        'fon_mamba2_d256', 'workspace_small']
+FAST = ['gpt_140m', 'parcae_140m', 'parcae/rdm_parcae_100m', 'textnca/textnca_k4', 'textnca/textnca_stochastic_t',
+        'fon/fon_d256_t1_ft', 'fon_mamba2_d256', 'workspace_small']
 LIMIT = torch._dynamo.config.recompile_limit   # 8: past it dynamo gives up on a function (eager from then on)
 
 
@@ -76,7 +76,9 @@ def test_parcae_prefix_sizes_share_one_graph(char_data, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('path', sorted(glob.glob(os.path.join(ROOT, 'config', '*.py'))), ids=os.path.basename)
+@pytest.mark.parametrize('path', sorted(p for p in glob.glob(os.path.join(ROOT, 'config', '**', '*.py'), recursive=True)
+                                        if os.sep + 'recipe' + os.sep not in p),   # recipes are no runs
+                         ids=lambda p: os.path.relpath(p, os.path.join(ROOT, 'config')))
 def test_every_shipped_config_graphs_bounded(path, char_data, tmp_path, monkeypatch):
     stats, cfg = compiled_run(path, char_data, tmp_path / 'out', 'eager', monkeypatch)
     check_bounded(stats, cfg)

@@ -64,15 +64,32 @@ def test_base_errors_are_one_line(tmp_path, files, msg):
 
 
 def test_every_config_file_is_valid():
-    """Each config/*.py names a model and only keys that train.py or that model knows."""
+    """Each config file (config/ and its folders) names a model and only keys that train.py or that model knows."""
     import glob
     import os
     from models import resolve_config
-    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), '..', 'config', '*.py')))
+    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), '..', 'config', '**', '*.py'), recursive=True))
     assert files
     for f in files:
         cfg = resolve_config([f])
         assert cfg['model'] in ('gpt', 'mamba2', 'parcae', 'textnca', 'fon', 'workspace'), f
+
+
+def test_every_config_file_names_its_own_out_dir():
+    """out/<config name> (config/textnca/textnca_k2.py -> out/textnca_k2); the results runs, whose names
+    repeat across papers, out/results/<paper>/<name>. The recipes under config/recipe/ are no runs."""
+    import glob
+    import os
+    root = os.path.join(os.path.dirname(__file__), '..', 'config')
+    files = glob.glob(os.path.join(root, '**', '*.py'), recursive=True)
+    for f in files:
+        rel = os.path.relpath(f, root)[:-3]
+        if rel.startswith('recipe' + os.sep):
+            continue
+        ns = {}
+        exec(open(f).read(), ns)
+        name = rel if rel.startswith('results' + os.sep) else os.path.basename(rel)
+        assert ns.get('out_dir') == 'out/' + name.replace(os.sep, '/'), f
 
 
 def test_help_prints_the_scripts_usage():

@@ -212,8 +212,8 @@ def fields(cls, path):
 
 
 @pytest.mark.parametrize('name,paper,tol', [
-    ('fon_d256_t1', 30.52e6, 0.01), ('fon_d256_t2', 30.52e6, 0.01),
-    ('fon_d256_ar_t2', 30.73e6, 0.014), ('fon_d256_od_t1', 30.73e6, 0.014)])
+    ('fon_d256_t1', 30.52e6, 0.01), ('fon/fon_d256_t2', 30.52e6, 0.01),
+    ('fon/fon_d256_ar_t2', 30.73e6, 0.014), ('fon/fon_d256_od_t1', 30.73e6, 0.014)])
 def test_fon_paper_counts(name, paper, tol):
     """The head is the embedding (Methods: "shared"). num_params counts it once; the paper's
     Table 2 numbers are the state_dict sums, the tied matrix counted under both of its names."""
@@ -227,9 +227,9 @@ def test_fon_paper_counts(name, paper, tol):
     assert sum(p.numel() for p in m.revision.parameters()) == 330_404    # paper: 0.332M
 
 
-@pytest.mark.parametrize('name,count', [('fon_tf_d256', 31_012_352), ('fon_tf_looped_r2', 31_012_352),
-                                        ('fon_tf_l8', 34_171_392), ('fon_tf_l10', 35_750_912),
-                                        ('fon_tf_looped_r2_l6', 32_591_872)])
+@pytest.mark.parametrize('name,count', [('fon_tf_d256', 31_012_352), ('fon/fon_tf_looped_r2', 31_012_352),
+                                        ('fon/fon_tf_l8', 34_171_392), ('fon/fon_tf_l10', 35_750_912),
+                                        ('fon/fon_tf_looped_r2_l6', 32_591_872)])
 def test_transformer_baseline_counts(name, count):
     """Table 2: TF 30.99M, TF-Looped r2 31.01M, L8 34.17M, L10 35.75M, Looped r2 L6 32.59M, tied
     heads counted as the paper counts FON's (state_dict sum)."""

@@ -86,7 +86,7 @@ def fields(cls, path):
     return {k: v for k, v in cfg.items() if k in names}
 
 
-@pytest.mark.parametrize('name,paper', [('fon_mamba2_d256', 28.89e6), ('fon_m2_looped_r2', 29.71e6)])
+@pytest.mark.parametrize('name,paper', [('fon_mamba2_d256', 28.89e6), ('fon/fon_m2_looped_r2', 29.71e6)])
 def test_paper_config_counts(name, paper):
     """FON paper Table 2: Mamba2 28.89M (within 1%); M2-Looped r2 29.71M is the same weights
     applied twice here (29.08M, -2.1%: the paper's looped variant has some extra we cannot see).

@@ -59,11 +59,11 @@ def build(cls_model, cls_cfg, settings):
 PAPER_COUNTS = [  # Table 19 (nanochat setup) and Table 17 (RDM setup)
     ('parcae_140m.py', 144_323_136), ('parcae_370m.py', 388_003_328),
     ('parcae_770m.py', 776_655_680), ('parcae_1_3b.py', 1_338_591_744),
-    ('rdm_100m.py', 114_242_560), ('rdm_350m.py', 382_765_056),
-    ('rdm_parcae_350m.py', 378_558_464),
+    ('parcae/rdm_100m.py', 114_242_560), ('parcae/rdm_350m.py', 382_765_056),
+    ('parcae/rdm_parcae_350m.py', 378_558_464),
     # Table 17 prints 114,242,560 for Parcae-100M too, the RDM-100M number; the structure that
     # gives Parcae-350M's count exactly (no C, no prelude norm) gives this at 100M:
-    ('rdm_parcae_100m.py', 113_189_888),
+    ('parcae/rdm_parcae_100m.py', 113_189_888),
 ]
 GPT_COUNTS = [('gpt_140m.py', 143_141_184), ('gpt_370m.py', 385_903_104),
               ('gpt_770m.py', 773_375_040), ('gpt_1_3b.py', 1_333_868_544)]

@@ -305,6 +305,6 @@ def test_paper_configs_use_the_recipes():
         assert cfg(f'gpt_{size}.py')['init'] == 'scaled_zero'
         p = cfg(f'parcae_{size}.py')
         assert (p['muon_variant'], p['muon_momentum_warmup']) == ('parcae', 300)
-    for name in ('rdm_100m.py', 'rdm_350m.py', 'rdm_parcae_100m.py', 'rdm_parcae_350m.py'):
+    for name in ('parcae/rdm_100m.py', 'parcae/rdm_350m.py', 'parcae/rdm_parcae_100m.py', 'parcae/rdm_parcae_350m.py'):
         r = cfg(name)
         assert r['update_clipping'] and r['adam_atan2'] and r['learning_rate'] <= 4e-4

@@ -16,13 +16,25 @@ def n_params(args, vocab_size):
     return sum(p.numel() for p in models.build_model(cfg['model'], cfg).parameters())
 
 
+def test_every_run_is_a_config_file_and_its_sweep_values():
+    # the numbers a run trains with live in config/results/<paper>/; results.py adds only what a sweep varies
+    for paper, spec in results.PAPERS.items():
+        runs = {**spec['runs'], **{n: a for n, (_, a) in spec.get('finetune', {}).items()}}
+        for name, args in runs.items():
+            files = [a for a in args if not a.startswith('--')]
+            assert all(f.startswith(f'config/results/{paper}/') and os.path.isfile(os.path.join(results.ROOT, f))
+                       for f in files), (paper, name, files)
+            assert len(args) - len(files) <= 2, (paper, name, args)
+        assert all(args[0].startswith('config/') for args in spec['runs'].values())
+
+
 def test_parcae_rdm_and_gpt_are_parameter_matched():
     runs = results.PAPERS['parcae']['runs']
     for lr in results.PARCAE_LRS:
         counts = {m: n_params(runs[f'{m} lr {lr:g}'], 65) for m in ('Parcae', 'RDM', 'GPT')}
         assert abs(counts['RDM'] / counts['Parcae'] - 1) < 1e-3, counts
         assert abs(counts['GPT'] / counts['Parcae'] - 1) < 1e-3, counts
-        cfg = models.resolve_config(runs[f'RDM lr {lr:g}'])   # config/rdm_100m.py's choices, at cpu_parcae's size
+        cfg = models.resolve_config(runs[f'RDM lr {lr:g}'])   # config/parcae/rdm_100m.py's choices, at cpu_parcae's size
         assert (cfg['injection'], cfg['block'], cfg['depth_sampling'], cfg['prelude_norm'], cfg['readout']) == \
             ('linear', 'sandwich', 'per_batch', False, False)
         same = {k: cfg[k] for k in ('learning_rate', 'update_clipping', 'adam_atan2', 'schedule', 'max_iters')}

@@ -32,7 +32,7 @@ EXACT = {'textnca_hier': 30_830_592, 'textnca_interleaved': 27_677_696, 'textnca
          'textnca_hybrid': 33_982_976}
 TRAIN_KEYS = set(train_script().DEFAULTS)
 CONFIGS = ['tf_6l', 'tf_12l', 'ut', 'swin_tf_staged', 'swin_tf_6l'] + sorted(
-    os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, 'config', 'textnca_*.py')))
+    os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, 'config', '**', 'textnca_*.py'), recursive=True))
 
 
 def tiny(**kw):
@@ -50,7 +50,8 @@ def build(cfg, seed=0):
 
 @pytest.mark.parametrize('name', CONFIGS)
 def test_paper_config_param_count(name):
-    g = parse_args([os.path.join(ROOT, 'config', f'{name}.py')])
+    # the flagship at the top of config/, its ablations and the Transformers in config/textnca/
+    g = parse_args([os.path.join(ROOT, 'config', '' if name == 'textnca_hier' else 'textnca', f'{name}.py')])
     if g['model'] == 'gpt':
         C, M = baselines.GPTConfig, baselines.GPT
     else:

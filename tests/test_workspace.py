@@ -167,12 +167,12 @@ def test_adaptive_exit_mixes_all_exits():
 # (config, exact count); the paper: about 0.918M / 101.71M, every control within 474 / 6,058 of
 # the workspace model, plain 1536 wide, shared loop 3072, anchored and workspace 2560 with 20 heads
 BUDGETS = {
-    'small': [('workspace_small', 918443), ('ws_gpt_small', 918504), ('ws_shared_loop_small', 918522),
-              ('ws_adaptive_exit_small', 918524), ('ws_anchored_small', 918471),
-              ('ws_conditioned_dense_small', 918241)],
-    'medium': [('workspace_medium', 101709714), ('ws_gpt_medium', 101715772), ('ws_shared_loop_medium', 101708450),
-               ('ws_adaptive_exit_medium', 101708452), ('ws_anchored_medium', 101711502),
-               ('ws_conditioned_dense_medium', 101708936), ('workspace_retention_medium', 101709714)],
+    'small': [('workspace_small', 918443), ('workspace/ws_gpt_small', 918504), ('workspace/ws_shared_loop_small', 918522),
+              ('workspace/ws_adaptive_exit_small', 918524), ('workspace/ws_anchored_small', 918471),
+              ('workspace/ws_conditioned_dense_small', 918241)],
+    'medium': [('workspace_medium', 101709714), ('workspace/ws_gpt_medium', 101715772), ('workspace/ws_shared_loop_medium', 101708450),
+               ('workspace/ws_adaptive_exit_medium', 101708452), ('workspace/ws_anchored_medium', 101711502),
+               ('workspace/ws_conditioned_dense_medium', 101708936), ('workspace/workspace_retention_medium', 101709714)],
 }
 
 

@@ -1,7 +1,7 @@
 """
 Each paper's claim at a scale a CPU can run: tiny Shakespeare characters (bytes for the workspace),
-the CPU demo recipe (config/recipe/shakespeare_char.py), minutes to about half an hour per paper on 2
-cores. One command per paper trains the few models its claim needs (train.py runs under
+the CPU demos' recipes (the runs are config/results/<paper>/*.py), minutes to about half an hour per
+paper on 2 cores. One command per paper trains the few models its claim needs (train.py runs under
 out-results/<paper>/; a finished run is reused, a killed one resumed), scores them with eval.py on the
 whole validation stream and writes results/<paper>.md (the table) and results/<paper>.png (the curves).
 
@@ -32,38 +32,15 @@ from PIL import Image   # matplotlib's own dependency
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo
 PY = sys.executable
 
-# A paper: its runs (name -> train.py arguments), the seeds each is trained with, and what to report.
-CHAR = ['config/recipe/shakespeare_char.py', '--eval_interval=100', '--max_iters=1000', '--lr_decay_iters=1000',
-        '--learning_rate=2e-3', '--min_lr=2e-4']
-GPT6_84 = CHAR + ['--model=gpt', '--n_layer=6', '--n_embd=84', '--n_head=4']   # 0.53M, TextNCA demo 0.51M
-# Parcae, the RDM and a GPT on one recipe: config/cpu_parcae.py's schedule with the RDM's Adam (Q.1: update
-# clipping, no epsilon); the RDM is config/rdm_100m.py's choices at cpu_parcae's size (1,249,280 vs 1,248,128),
-# the GPT the Parcae baselines' (scaled-zero init, RoPE, RMS norm, ReLU^2, value embeddings), 6 layers with
-# d_ff 534 for 1,248,768.
-PARCAE = ['config/cpu_parcae.py', '--eval_interval=100', '--max_iters=800', '--update_clipping=True',
-          '--adam_atan2=True']
-RDM = PARCAE + ['--injection=linear', '--block=sandwich', '--depth_sampling=per_batch', '--prelude_norm=False',
-                '--readout=False']
-GPT_PARCAE = ['config/recipe/shakespeare_char.py', '--eval_interval=100', '--max_iters=800', '--update_clipping=True',
-              '--adam_atan2=True', '--optimizer=adamw', '--beta1=0.9', '--weight_decay=0.0', '--schedule=trapezoid',
-              '--warmup_iters=50', '--cooldown_frac=0.5', '--min_lr=0.0', '--model=gpt', '--n_layer=6', '--n_embd=128',
-              '--n_head=4', '--head_dim=32', '--d_ff=534', '--pos=rope', '--rope_base=50000.0', '--norm=rms',
-              '--mlp=relu2', '--qk_norm=True', '--value_embeds=True', '--bias=False', '--fused_qkv=False',
-              '--init=scaled_zero']
+# A paper: its runs (name -> train.py arguments: a config file of config/results/<paper>/ and the one or two
+# values a sweep varies), the seeds each is trained with, and what to report.
+CFG = 'config/results/'
+# Parcae, the RDM and a GPT on one recipe (config/results/parcae/: cpu_parcae's schedule with the RDM's Adam),
+# parameter-matched, each over these learning rates
 PARCAE_LRS = (2e-3, 6e-3, 2e-2)
-# The workspace paper's three 0.918M rows (config/*_small.py) on tiny Shakespeare bytes, cpu_workspace.py's
-# recipe at block 128. The shorter position tables take 86,016 from the workspace rows (d 224) and 49,152
-# from the GPT (d 128): the GPT's d_ff 470 (not 506) matches them again, 832,344 vs 832,427 and 832,455.
-WS = ['--dataset=shakespeare_byte', '--block_size=128', '--batch_size=8', '--max_iters=800', '--lr_decay_iters=800',
-      '--learning_rate=2e-3', '--min_lr=2e-4', '--warmup_iters=100', '--schedule=cosine', '--beta2=0.99',
-      '--eval_interval=100', '--eval_iters=20', '--log_interval=25', '--device=cpu', '--compile=False']
-# FON (config/cpu_fon.py, 891,908) and 4-layer GPTs of its recipe, d_ff 600 for 891,904 (the learned table of
-# 8 x 128 positions adds 131,072, rows past 128 never trained, as the paper's 8192-row table)
-FON_ITERS = 1500
-GPT_FON = ['config/recipe/shakespeare_char.py', '--eval_interval=100', '--model=gpt', '--vocab_size=66',
-           '--block_size=128', '--n_layer=4', '--n_embd=128', '--n_head=4', '--d_ff=600', '--learning_rate=2e-3',
-           '--min_lr=2e-4', f'--max_iters={FON_ITERS}', f'--lr_decay_iters={FON_ITERS}']
-HOLES = ['--p_fill=0.5', '--max_iters=400', '--learning_rate=5e-4', '--schedule=constant', '--warmup_iters=0']
+# FON (config/results/fon/fon.py) and 4-layer GPTs of its recipe (gpt.py) with learned, RoPE and ALiBi positions;
+# hole fine-tuning (holes.py) read after the pretraining run's config
+HOLES = [CFG + 'fon/holes.py']
 PAPERS = {
     'textnca': {
         'claim': 'Table 2: the staged narrow-to-wide window schedule beats reversed and uniform ones; '
@@ -71,12 +48,11 @@ PAPERS = {
         'seeds': 2,
         'runs': {   # block 64 is the demo's; at block 256 the widest window is a quarter of the block, as
                     # 128 of the paper's 512 (3 x 256 = 12 x 64 tokens per iteration: the same budget)
-            'staged (4, 16, 64)': ['config/cpu_textnca.py', '--eval_interval=100'],
-            'reversed (64, 16, 4)': ['config/cpu_textnca.py', '--eval_interval=100', '--windows=(64, 16, 4)'],
-            'uniform (16, 16, 16)': ['config/cpu_textnca.py', '--eval_interval=100', '--windows=(16, 16, 16)'],
-            'GPT 6L d84': GPT6_84,
-            **{f'{name}, block 256': ['config/cpu_textnca.py', '--eval_interval=100', f'--windows={w}',
-                                      '--block_size=256', '--batch_size=3']
+            'staged (4, 16, 64)': [CFG + 'textnca/textnca.py'],
+            'reversed (64, 16, 4)': [CFG + 'textnca/textnca.py', '--windows=(64, 16, 4)'],
+            'uniform (16, 16, 16)': [CFG + 'textnca/textnca.py', '--windows=(16, 16, 16)'],
+            'GPT 6L d84': [CFG + 'textnca/gpt.py'],
+            **{f'{name}, block 256': [CFG + 'textnca/textnca_block256.py', f'--windows={w}']
                for name, w in (('staged', (4, 16, 64)), ('reversed', (64, 16, 4)), ('uniform', (16, 16, 16)))},
         },
         'sweep': ('staged (4, 16, 64)', 'Ts=1,2,3,4,6'),
@@ -86,8 +62,8 @@ PAPERS = {
                  '(spectral radius < 1); section 5.3: loss falls with test-time depth as L(T) = L_inf + Z exp(-z T); '
                  'Parcae beats a parameter-matched Transformer on the same recipe',
         'seeds': 1,
-        'runs': {f'{m} lr {lr:g}': args + [f'--learning_rate={lr}'] for lr in PARCAE_LRS
-                 for m, args in (('Parcae', PARCAE), ('RDM', RDM), ('GPT', GPT_PARCAE))},
+        'runs': {f'{m} lr {lr:g}': [CFG + f'parcae/{m.lower()}.py', f'--learning_rate={lr}'] for lr in PARCAE_LRS
+                 for m in ('Parcae', 'RDM', 'GPT')},
         'extra_seed': ('Parcae lr 0.002', 'GPT lr 0.002', 'Parcae lr 0.006', 'GPT lr 0.006'),   # where the gap is small
         'sweep': 'num_recur=1..12',
     },
@@ -99,9 +75,9 @@ PAPERS = {
         'dataset': ('shakespeare_byte', 'shakespeare --tokenizer byte'),
         'metric': 'bits per byte',
         'runs': {
-            'workspace': ['config/workspace_small.py', *WS],
-            'anchored shared loop': ['config/ws_anchored_small.py', *WS],
-            'GPT 4L': ['config/ws_gpt_small.py', *WS, '--d_ff=470'],
+            'workspace': [CFG + 'workspace/workspace.py'],
+            'anchored shared loop': [CFG + 'workspace/anchored.py'],
+            'GPT 4L': [CFG + 'workspace/gpt.py'],
         },
     },
     'fon': {
@@ -110,13 +86,12 @@ PAPERS = {
                  'drafting-only (AR) self and the causal Transformer',
         'seeds': 1,
         'runs': {
-            'FON PC': ['config/cpu_fon.py', '--eval_interval=100', f'--max_iters={FON_ITERS}',
-                       f'--lr_decay_iters={FON_ITERS}'],
-            'GPT learned': GPT_FON + ['--pos=learned', '--n_positions=1024'],
-            'GPT RoPE': GPT_FON + ['--pos=rope'],
-            'GPT ALiBi': GPT_FON + ['--pos=alibi'],
+            'FON PC': [CFG + 'fon/fon.py'],
+            'GPT learned': [CFG + 'fon/gpt.py', '--pos=learned', '--n_positions=1024'],
+            'GPT RoPE': [CFG + 'fon/gpt.py', '--pos=rope'],
+            'GPT ALiBi': [CFG + 'fon/gpt.py', '--pos=alibi'],
         },
-        # hole fine-tuning (name: the pretrained run it starts from, its extra arguments)
+        # hole fine-tuning (name: the pretrained run it starts from, what follows its arguments)
         'finetune': {
             'FON PC + holes': ('FON PC', HOLES),
             'FON AR (drafting only) + holes': ('FON PC', HOLES + ['--coupling=AR']),

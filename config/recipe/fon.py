@@ -1,4 +1,4 @@
-# The FON paper's data and pretraining recipe (Sec. 4.1 / Methods), shared by fon_*.py: FON and its
+# The FON paper's data and pretraining recipe (Sec. 4.1 / Methods), shared by fon_*.py and fon/*.py: FON and its
 # Transformer and Mamba2 baselines. Not a model: those configs name it as their base.
 # AdamW 3e-4, betas (0.9, 0.95), wd 0.1, warmup 300, cosine over 20k steps, clip 1.0,
 # batch 16 x seq 256, fp32, synthetic skills mixed in at 0.35.

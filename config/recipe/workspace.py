@@ -1,5 +1,5 @@
 # The causal latent workspace paper's data and small recipe (Table 2), shared by workspace_small.py
-# and ws_*_small.py. Not a model: those configs name it as their base.
+# and workspace/ws_*_small.py. Not a model: those configs name it as their base.
 # Table 2, small recipe: 20k updates of 8 sequences x 512 scored targets (81.92M), fp32.
 # The paper names only AdamW; its Table 2 values were lost: lr 1e-3, warmup 2000 then constant,
 # PyTorch AdamW defaults for betas/weight decay are this repo's choices.

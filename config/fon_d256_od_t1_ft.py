@@ -1,4 +1,0 @@
-# Hole fine-tuning of FON-OD (Table 5: fill 0.203).
-base = ('fon_d256_od_t1.py', 'recipe/fon_holes.py')
-out_dir = 'out-fon-d256-od-t1-ft'
-init_from = 'out-fon-d256-od-t1'

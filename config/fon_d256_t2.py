@@ -1,4 +1,0 @@
-# FON-PC-T2 (Table 2: 30.52M, PPL 126.75): the same weights, the drafting trunk run twice.
-base = 'fon_d256_t1.py'
-out_dir = 'out-fon-d256-t2'
-num_recur = 2

@@ -1,4 +1,0 @@
-# FON-PC-T1 at d 512 (Table 3, PPL 93.83).
-base = 'fon_d256_t1.py'
-out_dir = 'out-fon-d512-t1'
-n_embd = 512

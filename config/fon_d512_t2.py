@@ -1,4 +1,0 @@
-# FON-PC-T2 at the d 512 tier (Table 3, PPL 91.46; the paper calls it the 70M tier).
-base = 'fon_d256_t2.py'
-out_dir = 'out-fon-d512-t2'
-n_embd = 512

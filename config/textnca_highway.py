@@ -1,4 +1,0 @@
-# Sec. A.4: highway gate, g = sigmoid(W h).
-base = 'textnca_hier.py'
-out_dir = 'out-textnca-highway'
-gate = 'highway'

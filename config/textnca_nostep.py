@@ -1,4 +1,0 @@
-# Table 6: no step embedding. Paper PPL 82.7
-base = 'textnca_hier.py'
-out_dir = 'out-textnca-nostep'
-step_embed = 'none'

@@ -1,4 +1,0 @@
-# Sec. A.4: overwrite gate, h = u.
-base = 'textnca_hier.py'
-out_dir = 'out-textnca-overwrite'
-gate = 'overwrite'

@@ -1,4 +1,0 @@
-# Table 5: sigmoid gate g u + (1-g) h with dropout on u (rate not given; 0.1 chosen). Paper 27.7M, PPL 71.7
-base = 'textnca_sigmoid.py'
-out_dir = 'out-textnca-sigmoid-dropout'
-dropout = 0.1

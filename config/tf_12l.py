@@ -1,4 +1,0 @@
-# Table 3: Transformer-12L. Paper 54.5M, PPL 44.7
-base = 'tf_6l.py'
-out_dir = 'out-tf-12l'
-n_layer = 12
