@@ -565,7 +565,8 @@ def train_py_check(work, cuda, opt):
     shape = [os.path.join(ROOT, 'config', 'gpt_140m.py'), '--dataset=synthetic', '--vocab_size=32768'] if cuda else \
         ['--device=cpu', '--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=32', '--batch_size=4']
     common = [*shape, f'--data_dir={work}', '--eval_interval=2', '--eval_iters=1', '--log_interval=1',
-              f'--gradient_accumulation_steps={2 * ranks}', '--warmup_iters=0', f'--compile={cuda}']
+              f'--gradient_accumulation_steps={2 * ranks}', '--warmup_iters=0', '--lr_decay_iters=4',
+              f'--compile={cuda}']   # the schedule of a 4-iteration run, in the run stopped at 2 too
     env = {**os.environ, 'NCCL_DEBUG': 'VERSION', 'OMP_NUM_THREADS': '1'}
     launcher = [sys.executable, '-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={ranks}',
                 os.path.join(ROOT, 'train.py')]
