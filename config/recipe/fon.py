@@ -19,7 +19,8 @@ warmup_iters = 300
 max_iters = 20000
 lr_decay_iters = 20000
 min_lr = 3e-5                      # not in the paper: nanoGPT's lr / 10
-dtype = 'float32'
+dtype = 'float32'                  # the paper trains in fp32; bf16 (dtype='auto') runs on tensor cores at several times the speed
+tf32 = False                       # true fp32 matmuls, as the paper's (CUDA cores); tf32=True: tensor cores, half of bf16's H100 peak
 eval_interval = 1000
 eval_iters = 50
 log_interval = 50
