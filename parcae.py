@@ -316,6 +316,7 @@ class Parcae(nn.Module):
             x = block(x, cos, sin, ves[i], None if caches is None else caches[i])
         return x
 
+    @torch.compiler.disable  # host-side draws: traced, they were a graph broken at .tolist()
     def sample_depths(self, batch_size):
         """Training depths T_i (Python ints): per sequence from a Poisson around mean_recurrence
         clipped to [1, max_recurrence] (section 4.2), one per micro-batch, or fixed."""
@@ -408,7 +409,8 @@ class Parcae(nn.Module):
         if len(set(T_i)) > 1:  # sort by depth so the running sequences are always a prefix
             order = sorted(range(B), key=lambda i: -T_i[i])
             T_i, k_i = [T_i[i] for i in order], [k_i[i] for i in order]
-            perm = torch.tensor(order, device=u.device)
+            # pinned and non-blocking: a pageable copy would wait for the device's queue every forward
+            perm = torch.tensor(order, pin_memory=u.is_cuda).to(u.device, non_blocking=True)
             u, ves = u[perm], [None if v is None else v[perm] for v in ves]
         n_i = [t - k for t, k in zip(T_i, k_i)]
         h = self._initial_state(B, u.shape[1], u.device).to(u.dtype)
