@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 
 @dataclass
@@ -135,10 +136,40 @@ def band_mask(n, c, w, device):
     return allowed & ~(first & before_start)
 
 
-def local_attention(q, k, v, w, slopes=None, dropout_p=0.0):
+# On CUDA under torch.compile the window goes to FlexAttention (a fused kernel that skips the blocks
+# outside the band); SDPA takes the chunked 5-D form above only through its MATH kernel. Eager,
+# flex_attention would build the T x T scores: the chunked form stays the CPU path and the reference.
+_BLOCK_MASKS = {}   # (T, w, device) -> BlockMask
+
+
+def sliding_block_mask(T, w, device):
+    """Query i sees keys i-w+1..i, as a FlexAttention block mask, made once per (T, w, device):
+    inside a compiled forward the first call traces its creation, the next compiles against it."""
+    key = (T, w, str(device))
+    if key not in _BLOCK_MASKS:
+        def window(b, h, qi, ki):
+            return (qi >= ki) & (qi - ki < w)
+        _BLOCK_MASKS[key] = create_block_mask(window, None, None, T, T, device=device)
+    return _BLOCK_MASKS[key]
+
+
+def use_flex(q):
+    return q.is_cuda and torch.compiler.is_compiling()
+
+
+def local_attention(q, k, v, w, slopes=None, dropout_p=0.0, flex=None):
     """q, k, v: (B, H, T, D). Query i attends to keys max(0, i-w+1)..i, in chunks of c = min(w, T)
-    (exactly local_attention_reference). slopes: (H,) ALiBi slopes, or None."""
+    (exactly local_attention_reference). slopes: (H,) ALiBi slopes, or None. flex: through
+    FlexAttention (None: on CUDA under torch.compile; it has no dropout)."""
     B, H, T, D = q.shape
+    if dropout_p == 0.0 and (use_flex(q) if flex is None else flex):
+        score_mod = None
+        if slopes is not None:
+            sl = slopes.to(q.device)
+
+            def score_mod(score, b, h, qi, ki):   # ALiBi: - slope_h (i - j)
+                return score - sl[h] * (qi - ki)
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=sliding_block_mask(T, w, q.device))
     c = min(w, T)
     n = -(-T // c)
     pad = n * c - T

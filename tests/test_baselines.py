@@ -111,6 +111,18 @@ def test_window_sees_exactly_w_keys(w):
     assert seen == list(range(i - w + 1, i + 1))
 
 
+@pytest.mark.parametrize('alibi', [False, True])
+def test_flex_window_equals_chunked_path(alibi):
+    # the CUDA path (FlexAttention, ALiBi as a score_mod), run eagerly on the CPU: float32 rounding
+    # over <= 32 keys of D = 8, within assert_close's float32 tolerance (rtol 1.3e-6, atol 1e-5)
+    torch.manual_seed(0)
+    slopes = torch.tensor([0.5, 0.25, 0.125, 0.0625]) if alibi else None
+    for w, T in [(4, 37), (16, 64), (16, 5), (32, 200)]:
+        q, k, v = (torch.randn(2, 4, T, 8) for _ in range(3))
+        torch.testing.assert_close(local_attention(q, k, v, w, slopes, flex=True),
+                                   local_attention(q, k, v, w, slopes, flex=False))
+
+
 @pytest.mark.parametrize('w,T', [(4, 37), (16, 64), (16, 5), (32, 100)])
 @pytest.mark.parametrize('alibi', [False, True])
 def test_chunked_local_attention_equals_masked_full(w, T, alibi):
