@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 
 @dataclass
@@ -135,10 +136,40 @@ def band_mask(n, c, w, device):
     return allowed & ~(first & before_start)
 
 
-def local_attention(q, k, v, w, slopes=None, dropout_p=0.0):
+# On CUDA under torch.compile the window goes to FlexAttention (a fused kernel that skips the blocks
+# outside the band); SDPA takes the chunked 5-D form above only through its MATH kernel. Eager,
+# flex_attention would build the T x T scores: the chunked form stays the CPU path and the reference.
+_BLOCK_MASKS = {}   # (T, w, device) -> BlockMask
+
+
+def sliding_block_mask(T, w, device):
+    """Query i sees keys i-w+1..i, as a FlexAttention block mask, made once per (T, w, device):
+    inside a compiled forward the first call traces its creation, the next compiles against it."""
+    key = (T, w, str(device))
+    if key not in _BLOCK_MASKS:
+        def window(b, h, qi, ki):
+            return (qi >= ki) & (qi - ki < w)
+        _BLOCK_MASKS[key] = create_block_mask(window, None, None, T, T, device=device)
+    return _BLOCK_MASKS[key]
+
+
+def use_flex(q):
+    return q.is_cuda and torch.compiler.is_compiling()
+
+
+def local_attention(q, k, v, w, slopes=None, dropout_p=0.0, flex=None):
     """q, k, v: (B, H, T, D). Query i attends to keys max(0, i-w+1)..i, in chunks of c = min(w, T)
-    (exactly local_attention_reference). slopes: (H,) ALiBi slopes, or None."""
+    (exactly local_attention_reference). slopes: (H,) ALiBi slopes, or None. flex: through
+    FlexAttention (None: on CUDA under torch.compile; it has no dropout)."""
     B, H, T, D = q.shape
+    if dropout_p == 0.0 and (use_flex(q) if flex is None else flex):
+        score_mod = None
+        if slopes is not None:
+            sl = slopes.to(q.device)
+
+            def score_mod(score, b, h, qi, ki):   # ALiBi: - slope_h (i - j)
+                return score - sl[h] * (qi - ki)
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=sliding_block_mask(T, w, q.device))
     c = min(w, T)
     n = -(-T // c)
     pad = n * c - T
@@ -222,6 +253,8 @@ class CausalSelfAttention(nn.Module):
             k, v = k[:, :, -self.window:], v[:, :, -self.window:]
         cache['k'], cache['v'] = k, v
         T, S = q.shape[2], k.shape[2]
+        if T == 1 and slopes is None:  # one query sees every key kept (a window's cache holds w): no mask, so flash can run
+            return F.scaled_dot_product_attention(q, k, v)
         qpos = pos0 + torch.arange(T, device=q.device)[:, None]
         kpos = pos0 + T - S + torch.arange(S, device=q.device)[None, :]
         dist = qpos - kpos
@@ -436,6 +469,14 @@ def segsum(x):
 def ssd_chunked(X, A, B, C, chunk):
     """Exact SSD: X (b, T, H, P) (already times dt), A (b, T, H) = dt * A (log decay, <= 0),
     B, C (b, T, H, N). Returns y (b, T, H, P) with h_t = exp(A_t) h_{t-1} + B_t X_t^T, y_t = C_t h_t."""
+    # einsum is on autocast's lower-precision list: with autocast on, the scan would run in bf16
+    # (relative error ~4e-3 against ~1e-7 in fp32); it runs in fp32 (or the inputs' wider dtype)
+    with torch.autocast(X.device.type, enabled=False):
+        X, A, B, C = (t.to(torch.promote_types(t.dtype, torch.float32)) for t in (X, A, B, C))
+        return _ssd_chunked(X, A, B, C, chunk)
+
+
+def _ssd_chunked(X, A, B, C, chunk):
     b, T, H, P = X.shape
     Q = min(chunk, T)
     nc = -(-T // Q)
@@ -512,7 +553,8 @@ class Mamba2Mixer(nn.Module):
         x, B, C, dt, A = self.ssm_inputs(xBC, dt)
         dA = torch.exp(dt * A)                                               # (b, H)
         ssm_state = ssm_state * dA[..., None, None] + (x * dt.unsqueeze(-1)).float().unsqueeze(-1) * B.float().unsqueeze(-2)
-        y = (ssm_state @ C.float().unsqueeze(-1)).squeeze(-1)                # (b, H, P)
+        with torch.autocast(u.device.type, enabled=False):                   # fp32 read-out, as ssd_chunked
+            y = (ssm_state @ C.float().unsqueeze(-1)).squeeze(-1)            # (b, H, P)
         y = (y + x * self.D[:, None]).to(u.dtype).flatten(-2)
         return self.out_proj(self.norm(y * F.silu(z))), win[..., 1:], ssm_state
 

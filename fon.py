@@ -353,20 +353,26 @@ class Revision(nn.Module):
 
     def addr(self, q, emb, holes):
         """gamma W_o(ctx) at holes, zero elsewhere. q (B, T, d) hole-stream states, emb (B, T, d)
-        token embeddings; ctx = softmax(q . e_j / sqrt(d)) e_j over the window around the hole."""
+        token embeddings; ctx = softmax(q . e_j / sqrt(d)) e_j over j within +-window/2 of the
+        hole, the hole excluded (ctx = 0 where no such j). Every position is computed, in chunks
+        of c = window/2 (a query's keys lie in its chunk and the two beside it), and kept at the
+        holes: fixed shapes, no host sync."""
         B, T, d = q.shape
-        bi, pi = holes.nonzero(as_tuple=True)
         half = self.window // 2
-        off = torch.cat([torch.arange(-half, 0), torch.arange(1, half + 1)]).to(q.device)
-        pos = pi[:, None] + off[None, :]                                      # (N, W)
-        valid = (pos >= 0) & (pos < T)
-        keys = emb[bi[:, None], pos.clamp(0, T - 1)]                          # (N, W, d)
-        att = (keys @ q[bi, pi].unsqueeze(-1)).squeeze(-1) / math.sqrt(d)
-        att = att.masked_fill(~valid, float('-inf')).softmax(-1)
-        ctx = (att.unsqueeze(1) @ keys).squeeze(1)
-        out = torch.zeros_like(q)
-        out[bi, pi] = self.gamma * self.addr_out(ctx)
-        return out
+        c = max(half, 1)
+        nc = -(-T // c)
+        kc = pad_chunks(emb, nc, c)
+        keys = torch.cat([F.pad(kc, (0, 0, 0, 0, 1, 0))[:, :-1], kc, F.pad(kc, (0, 0, 0, 0, 0, 1))[:, 1:]], 2)
+        qpos = torch.arange(nc * c, device=q.device).view(nc, c, 1)
+        kpos = (torch.arange(nc, device=q.device) * c - c).view(nc, 1, 1) + torch.arange(3 * c, device=q.device)
+        off = kpos - qpos                                                     # (nc, c, 3c)
+        valid = (off != 0) & (off.abs() <= half) & (kpos >= 0) & (kpos < T)
+        att = (pad_chunks(q, nc, c) @ keys.mT) / math.sqrt(d)                 # (B, nc, c, 3c)
+        # a finite fill (exp underflows to exactly 0 all the same) and the mask again after the
+        # softmax: a query without keys gets ctx = 0, never NaN, whose gradient would reach the weights
+        att = att.masked_fill(~valid, torch.finfo(att.dtype).min).softmax(-1) * valid
+        ctx = (att @ keys).view(B, nc * c, d)[:, :T]
+        return torch.where(holes.unsqueeze(-1), self.gamma * self.addr_out(ctx), 0).to(q.dtype)
 
 
 # ----------------------------------------------------------------------------- the model
@@ -465,7 +471,7 @@ class FON(nn.Module):
         predict the masked token; coupling None = the config's ('AR' | 'OD' | 'PC')."""
         coupling = coupling or self.config.coupling
         emb, h = self._embed(idx)
-        fill = holes is not None and coupling != 'AR' and bool(holes.any())
+        fill = holes is not None and coupling != 'AR'   # a batch without holes: the caller passes None
         hh = h if fill else None                         # the hole stream
         for _ in range(self.config.num_recur):
             for layer in self.layers:

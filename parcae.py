@@ -316,6 +316,7 @@ class Parcae(nn.Module):
             x = block(x, cos, sin, ves[i], None if caches is None else caches[i])
         return x
 
+    @torch.compiler.disable  # host-side draws: traced, they were a graph broken at .tolist()
     def sample_depths(self, batch_size):
         """Training depths T_i (Python ints): per sequence from a Poisson around mean_recurrence
         clipped to [1, max_recurrence] (section 4.2), one per micro-batch, or fixed."""
@@ -408,7 +409,8 @@ class Parcae(nn.Module):
         if len(set(T_i)) > 1:  # sort by depth so the running sequences are always a prefix
             order = sorted(range(B), key=lambda i: -T_i[i])
             T_i, k_i = [T_i[i] for i in order], [k_i[i] for i in order]
-            perm = torch.tensor(order, device=u.device)
+            # pinned and non-blocking: a pageable copy would wait for the device's queue every forward
+            perm = torch.tensor(order, pin_memory=u.is_cuda).to(u.device, non_blocking=True)
             u, ves = u[perm], [None if v is None else v[perm] for v in ves]
         n_i = [t - k for t, k in zip(T_i, k_i)]
         h = self._initial_state(B, u.shape[1], u.device).to(u.dtype)
@@ -592,23 +594,31 @@ class ParcaeMuon(torch.optim.Optimizer):
     def step(self):
         for group in self.param_groups:
             mu, lr, wd = group['momentum'], group['lr'], group['weight_decay']
+            # the matrices of one shape go as one stacked batch (a few dispatches per shape, not per
+            # matrix); every norm, mean and scale below is still per matrix, over dims (-2, -1)
+            by_shape = {}
             for p in group['params']:
-                if p.grad is None:
-                    continue
-                rows, cols = p.shape
+                if p.grad is not None:
+                    by_shape.setdefault((p.shape, p.dtype, p.device), []).append(p)
+            for ((rows, cols), _, _), ps in by_shape.items():
                 along = -1 if rows >= cols else -2   # mean over the shorter side: one v per long-side index
-                state = self.state[p]
-                if not state:
-                    state['momentum_buffer'] = torch.zeros_like(p)
-                    state['second_moment'] = torch.zeros((rows, 1) if along == -1 else (1, cols), device=p.device)
-                buf, v = state['momentum_buffer'], state['second_moment']
-                buf.lerp_(p.grad, 1 - mu)
-                O = polar_express(p.grad.lerp(buf, mu), group['ns_steps']).float()
-                v.lerp_(O.square().mean(dim=along, keepdim=True), 1 - group['beta2'])
+                for p in ps:
+                    if not self.state[p]:
+                        self.state[p]['momentum_buffer'] = torch.zeros_like(p)
+                        self.state[p]['second_moment'] = torch.zeros((rows, 1) if along == -1 else (1, cols),
+                                                                     device=p.device)
+                bufs = [self.state[p]['momentum_buffer'] for p in ps]
+                vs = [self.state[p]['second_moment'] for p in ps]
+                grads = [p.grad for p in ps]
+                torch._foreach_lerp_(bufs, grads, 1 - mu)
+                O = polar_express(torch.stack(grads).lerp_(torch.stack(bufs), mu), group['ns_steps']).float()
+                v = torch.stack(vs).lerp_(O.square().mean(dim=along, keepdim=True), 1 - group['beta2'])
+                torch._foreach_copy_(vs, list(v.unbind(0)))
                 U = O * v.clamp_min(1e-10).rsqrt()
-                U *= O.norm() / U.norm().clamp_min(1e-10)
-                U += wd * p * (U * p >= 0)
-                p.sub_(U.to(p.dtype), alpha=lr * max(1.0, rows / cols) ** 0.5)
+                U *= O.norm(dim=(-2, -1), keepdim=True) / U.norm(dim=(-2, -1), keepdim=True).clamp_min(1e-10)
+                P = torch.stack(ps)
+                U += wd * P * (U * P >= 0)
+                torch._foreach_sub_(ps, list(U.to(ps[0].dtype).unbind(0)), alpha=lr * max(1.0, rows / cols) ** 0.5)
 
 
 class StableAdamW(torch.optim.Optimizer):

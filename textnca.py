@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 from torch.utils.checkpoint import checkpoint
 
 INIT_STD = 0.02   # nanoGPT's normal init for every Linear and Embedding
@@ -159,12 +160,36 @@ def band_mask(n, c, w, device):
     return allowed & ~(first & before_start)
 
 
-def local_attention(q, k, v, w, kernel='softmax', log_decay=None):
+# On CUDA under torch.compile the window goes to FlexAttention (a fused kernel that skips the blocks
+# outside the band); SDPA takes the chunked 5-D form above only through its MATH kernel. Eager,
+# flex_attention would build the T x T scores: the chunked form stays the CPU path and the reference.
+_BLOCK_MASKS = {}   # (T, w, device) -> BlockMask
+
+
+def sliding_block_mask(T, w, device):
+    """Query i sees keys i-w+1..i, as a FlexAttention block mask, made once per (T, w, device):
+    inside a compiled forward the first call traces its creation, the next compiles against it."""
+    key = (T, w, str(device))
+    if key not in _BLOCK_MASKS:
+        def window(b, h, qi, ki):
+            return (qi >= ki) & (qi - ki < w)
+        _BLOCK_MASKS[key] = create_block_mask(window, None, None, T, T, device=device)
+    return _BLOCK_MASKS[key]
+
+
+def use_flex(q):
+    return q.is_cuda and torch.compiler.is_compiling()
+
+
+def local_attention(q, k, v, w, kernel='softmax', log_decay=None, flex=None):
     """q, k, v: (B, H, T, D). Query i attends to keys max(0, i-w+1)..i, in chunks of c = min(w, T)
-    (exactly local_attention_reference). log_decay: (B, H, T, D) log alpha for kernel 'gla'."""
+    (exactly local_attention_reference). log_decay: (B, H, T, D) log alpha for kernel 'gla'.
+    flex: softmax through FlexAttention (None: on CUDA under torch.compile)."""
     if kernel == 'gla':
         return gla_attention(q, k, v, w, log_decay)
     B, H, T, D = q.shape
+    if kernel == 'softmax' and (use_flex(q) if flex is None else flex):
+        return flex_attention(q, k, v, block_mask=sliding_block_mask(T, w, q.device))
     c = min(w, T)
     n = -(-T // c)
     pad = n * c - T

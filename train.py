@@ -473,7 +473,9 @@ def main(argv):
         for micro in range(accum):
             x, y, holes = get_batch('train', iter_num, micro, cfg, streams, mask, rank, world)
             x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-            kw = {'holes': holes.to(dev)} if holes is not None and 'holes' in knobs else {}
+            # a batch without holes passes none (holes is on the CPU here: no device sync), so the
+            # model's hole stream does not run and its own parameters get no gradient
+            kw = {'holes': holes.to(dev)} if holes is not None and holes.any() and 'holes' in knobs else {}
             if ddp:  # sync gradients only on the last micro-step
                 model.require_backward_grad_sync = micro == accum - 1
             with autocast:

@@ -49,6 +49,24 @@ def test_causal_and_decode_equals_forward(kw):
     torch.testing.assert_close(torch.stack(steps, 1), logits, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize('kw,masked', [(dict(), False), (dict(windows=(4, 16)), False), (dict(pos='alibi'), True)])
+def test_decode_passes_sdpa_a_mask_only_for_alibi(kw, masked, monkeypatch):
+    # one query over its cache needs no mask (a windowed layer's cache keeps only its w keys), and
+    # SDPA's flash kernel takes none; ALiBi's distances still go in as a bias
+    masks = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        masks.append(kwargs.get('attn_mask'))
+        return sdpa(*args, **kwargs)
+    m = GPT(tiny(**kw)).eval()
+    state = m.decode_init(2, 'cpu')
+    monkeypatch.setattr(F, 'scaled_dot_product_attention', spy)
+    for t in range(20):   # past the windows of 4 and 16
+        m.decode_step(torch.full((2,), t % 50), state)
+    assert len(masks) == 20 * 2 and all((mask is not None) == masked for mask in masks)
+
+
 def test_separate_qkv_is_the_fused_matrix_split_and_muon_sees_three():
     # nanochat (and Parcae's blocks) keep q, k, v apart, so Muon orthogonalises each of them
     import models
@@ -91,6 +109,18 @@ def test_window_sees_exactly_w_keys(w):
         if not torch.equal(m(x2)[0][0, i], base[0, i]):
             seen.append(j)
     assert seen == list(range(i - w + 1, i + 1))
+
+
+@pytest.mark.parametrize('alibi', [False, True])
+def test_flex_window_equals_chunked_path(alibi):
+    # the CUDA path (FlexAttention, ALiBi as a score_mod), run eagerly on the CPU: float32 rounding
+    # over <= 32 keys of D = 8, within assert_close's float32 tolerance (rtol 1.3e-6, atol 1e-5)
+    torch.manual_seed(0)
+    slopes = torch.tensor([0.5, 0.25, 0.125, 0.0625]) if alibi else None
+    for w, T in [(4, 37), (16, 64), (16, 5), (32, 200)]:
+        q, k, v = (torch.randn(2, 4, T, 8) for _ in range(3))
+        torch.testing.assert_close(local_attention(q, k, v, w, slopes, flex=True),
+                                   local_attention(q, k, v, w, slopes, flex=False))
 
 
 @pytest.mark.parametrize('w,T', [(4, 37), (16, 64), (16, 5), (32, 100)])

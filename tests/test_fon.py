@@ -112,6 +112,60 @@ def test_hole_output_depends_on_both_sides(coupling):
     assert torch.equal(m(x2, holes=holes, coupling='AR')[0][0, 8], m(xm, holes=holes, coupling='AR')[0][0, 8])
 
 
+def addr_loop(rev, q, emb, holes):
+    """Revision.addr one hole at a time: softmax(q . e_j / sqrt(d)) e_j over the keys j within
+    +-window/2 of the hole, the hole excluded (ctx = 0 without keys), then gamma W_o(ctx)."""
+    T, d = q.shape[1:]
+    half, out = rev.window // 2, torch.zeros_like(q)
+    for b, p in holes.nonzero().tolist():
+        js = [j for j in range(p - half, p + half + 1) if j != p and 0 <= j < T]
+        ctx = torch.zeros(d)
+        if js:
+            keys = emb[b, js]
+            ctx = (keys @ q[b, p] / d ** 0.5).softmax(-1) @ keys
+        out[b, p] = rev.gamma * rev.addr_out(ctx)
+    return out
+
+
+@pytest.mark.parametrize('window', [1, 4, 5, 32])
+@pytest.mark.parametrize('T', [1, 3, 24, 37])
+def test_hole_addressing_matches_loop(window, T):
+    # addr runs at full shape in chunks and keeps the holes; float32 rounding of reductions over
+    # d = 16 channels and <= 32 keys in another order: a few ulp, inside assert_close's float32
+    # tolerance (rtol 1.3e-6, atol 1e-5); zero at every non-hole position, exactly
+    m = model(addr_window=window)
+    g = torch.Generator().manual_seed(T)
+    q, emb = torch.randn(3, T, 16, generator=g), torch.randn(3, T, 16, generator=g)
+    holes = torch.rand(3, T, generator=g) < 0.3
+    holes[0, 0] = holes[1, -1] = True
+    with torch.no_grad():
+        out = m.revision.addr(q, emb, holes)
+        torch.testing.assert_close(out, addr_loop(m.revision, q, emb, holes))
+    assert torch.equal(out[~holes], torch.zeros_like(out[~holes]))
+
+
+@pytest.mark.parametrize('coupling', ['OD', 'PC'])
+def test_hole_path_compiles_whole_and_matches_the_loop(coupling, monkeypatch):
+    """The hole stream has fixed shapes: a compiled training forward with holes is one graph with
+    no break (it broke at holes.any() and holes.nonzero()), equal to eager; and the model's outputs
+    at the holes are those of addressing by the loop above (tolerance as there)."""
+    from tools.bench import compile_stats
+    m = model(coupling=coupling).train()
+    x, holes = holed_batch()
+    xm, y = x.masked_fill(holes, MASK), torch.randint(0, MASK, x.shape)
+    ref, ref_loss = m(xm, y, holes=holes)
+    stats = compile_stats()
+    out, loss = torch.compile(m, backend='eager')(xm, y, holes=holes)
+    loss.backward()
+    got = stats()
+    torch._dynamo.reset()
+    assert got['graphs'] == 1 and got['graph_breaks'] == 0, got
+    assert torch.equal(out, ref) and torch.equal(loss, ref_loss)
+    with torch.no_grad():
+        monkeypatch.setattr(m.revision, 'addr', lambda q, emb, h: addr_loop(m.revision, q, emb, h))
+        torch.testing.assert_close(m(xm, holes=holes)[0], ref.detach())
+
+
 def test_gradients_reach_delays_and_lambda():
     torch.manual_seed(0)
     m = FON(tiny(coupling='PC'))   # the real init: integer delays 1, 2 (a kink) and W_lambda = 0

@@ -25,6 +25,21 @@ def test_chunked_scan_equals_sequential_recurrence(T, chunk):
     torch.testing.assert_close(ssd_chunked(X, A, B, C, chunk), ssd_reference(X, A, B, C), atol=1e-5, rtol=1e-5)
 
 
+def test_chunked_scan_runs_in_fp32_under_autocast():
+    # einsum is on autocast's bf16 list; the scan opts out. Tolerance: fp32 rounding (eps 1.2e-7)
+    # over sums of at most T = 37 terms of size up to ~15 gives ~1e-5 at worst (measured 2e-6);
+    # the scan in bf16 (eps 7.8e-3) is off by ~0.1 here, four orders above it
+    torch.manual_seed(0)
+    b, T, H, P, N = 2, 37, 3, 4, 5
+    X, B, C = torch.randn(b, T, H, P), torch.randn(b, T, H, N), torch.randn(b, T, H, N)
+    A = -torch.rand(b, T, H) * 2
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        y = ssd_chunked(X, A, B, C, 8)
+    assert y.dtype == torch.float32
+    assert torch.equal(y, ssd_chunked(X, A, B, C, 8))
+    torch.testing.assert_close(y, ssd_reference(X, A, B, C), atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize('n_loop', [1, 2])
 def test_causal_bit_exact(n_loop):
     torch.manual_seed(0)

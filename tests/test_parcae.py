@@ -214,6 +214,30 @@ def test_depths_differ_inside_one_batch_and_each_sequence_runs_its_own_depth():
             torch.testing.assert_close(logits[i:i + 1], m(idx[i:i + 1], num_recur=T)[0], atol=1e-5, rtol=1e-5)
 
 
+def test_compiled_training_step_breaks_only_at_the_loop_and_equals_eager():
+    # the loop (_recur) runs eagerly by design: its one graph break is the only one; sampling the
+    # depths stays out of dynamo (traced, it was a graph of its own broken at .tolist())
+    from tools.bench import compile_stats
+    m = randomized(tiny()).train()
+    idx = torch.randint(0, 64, (4, 16))
+    torch.manual_seed(1)
+    ref_logits, ref_loss = m(idx, idx)
+    ref_loss.backward()
+    ref_grads = [p.grad.clone() for p in m.parameters()]
+    assert len(set(m._stats['depths'])) > 1                 # the sorted, permuted path runs
+    m.zero_grad()
+    stats = compile_stats()
+    torch.manual_seed(1)
+    logits, loss = torch.compile(m, backend='eager')(idx, idx)
+    loss.backward()
+    breaks = torch._dynamo.utils.counters['graph_break']
+    got = stats()
+    torch._dynamo.reset()
+    assert got['graph_breaks'] == 1 and all('_recur' in reason for reason in breaks), dict(breaks)
+    assert torch.equal(logits, ref_logits) and torch.equal(loss, ref_loss)
+    assert all(torch.equal(p.grad, g) for p, g in zip(m.parameters(), ref_grads))
+
+
 def test_loop_cost_is_sum_of_depths_and_gradient_only_in_last_k_steps():
     m = randomized(tiny(mean_recurrence=6, mean_backprop_depth=3)).train()
     calls = []

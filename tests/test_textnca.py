@@ -95,6 +95,31 @@ def test_chunked_local_attention_equals_reference_loop(kernel):
             torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
 
 
+def test_flex_window_equals_chunked_path():
+    # the CUDA path (FlexAttention with a sliding-window block mask), run eagerly on the CPU: the
+    # same softmax over the same keys, summed in another order; float32 rounding over <= 50 keys
+    # of D = 8, within assert_close's float32 tolerance (rtol 1.3e-6, atol 1e-5)
+    import textnca
+    torch.manual_seed(0)
+    for T in (1, 5, 16, 37, 130):
+        for w in (1, 3, 8, 50):
+            q, k, v = (torch.randn(2, 3, T, 8) for _ in range(3))
+            torch.testing.assert_close(local_attention(q, k, v, w, flex=True), local_attention(q, k, v, w, flex=False))
+    assert textnca.sliding_block_mask(37, 8, q.device) is textnca.sliding_block_mask(37, 8, q.device)   # made once
+    assert not textnca.use_flex(q)   # the CPU runs the chunked form
+    # compiled (dynamo, backend='eager'): no graph break; the first call traces the mask's creation
+    # and caches it, the second compiles once more against the cached mask, and that is all
+    from tools.bench import compile_stats
+    textnca._BLOCK_MASKS.clear()
+    stats = compile_stats()
+    f = torch.compile(lambda q, k, v: local_attention(q, k, v, 8, flex=True), backend='eager')
+    for _ in range(3):
+        torch.testing.assert_close(f(q, k, v), local_attention(q, k, v, 8, flex=False))
+    got = stats()
+    torch._dynamo.reset()
+    assert got['graphs'] == 2 and got['graph_breaks'] == 0 and len(textnca._BLOCK_MASKS) == 1, got
+
+
 def test_local_attention_sees_exactly_the_w_most_recent_keys():
     torch.manual_seed(0)
     T, w = 40, 7
