@@ -32,7 +32,8 @@ EXACT = {'textnca_hier': 30_830_592, 'textnca_interleaved': 27_677_696, 'textnca
          'textnca_hybrid': 33_982_976}
 TRAIN_KEYS = set(train_script().DEFAULTS)
 CONFIGS = ['tf_6l', 'tf_12l', 'ut', 'swin_tf_staged', 'swin_tf_6l'] + sorted(
-    os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, 'config', '**', 'textnca_*.py'), recursive=True))
+    os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, 'config', '*', 'textnca_*.py'))
+    + glob.glob(os.path.join(ROOT, 'config', 'textnca_*.py')) if '/results/' not in p)   # the paper's, not the CPU results runs
 
 
 def tiny(**kw):
