@@ -158,8 +158,7 @@ def main(argv):
     knobs = {}
     try:
         given = parse_args(argv)
-        base = {k: v for k, v in given.items() if k in DEFAULTS}
-        args = {**DEFAULTS, **check(base, DEFAULTS)}
+        args = {**DEFAULTS, **check(given.pick(DEFAULTS), DEFAULTS)}
         check_args(args)
         model, ckpt = load_checkpoint(args['out_dir'], args['device'])
         knobs = {k: v for k, v in given.items() if k not in DEFAULTS}

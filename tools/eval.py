@@ -550,7 +550,7 @@ def main(argv):
     try:
         args, runs = split_argv(argv)
         given = parse_args(args)
-        opt = {**DEFAULTS, **check({k: v for k, v in given.items() if k in DEFAULTS}, DEFAULTS)}
+        opt = {**DEFAULTS, **check(given.pick(DEFAULTS), DEFAULTS)}
         knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
         for k in ('eval_iters', 'batch_size', 'battery_n'):
             if opt[k] is not None and (not isinstance(opt[k], int) or opt[k] < 1):
