@@ -19,6 +19,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import sys
 import time
 import zlib
@@ -100,10 +101,18 @@ DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isin
 
 
 # ----------------------------------------------------------------------------- the run folder
+# What a resumed run may set anew: how it runs, not what it trains (its data, batch, model,
+# optimizer, schedule and seed are the checkpoint's). The first five are this command's own; the
+# rest keep the checkpoint's value unless given.
+RUN_KEYS = ('out_dir', 'init_from', 'overwrite', 'eval_only', 'dry_run')
+CONTINUE_KEYS = RUN_KEYS + ('max_iters', 'eval_interval', 'log_interval', 'eval_iters', 'always_save_checkpoint',
+                            'data_dir', 'device', 'dtype', 'compile', 'tf32')
+
+
 def prepare_out_dir(cfg, given):
     """The checkpoint to resume (None for a new run), after the checks that keep a trained run
-    safe: a new run never replaces out_dir's ckpt.pt unless told to, and a resumed run keeps the
-    checkpoint's model, so model settings given now that differ from it stop here. Writes nothing."""
+    safe: a new run never replaces out_dir's ckpt.pt unless told to, and a resumed run continues
+    the run in the checkpoint, so a setting given now that differs from it stops here. Writes nothing."""
     ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
     if cfg['init_from'] != 'resume':
         if os.path.exists(ckpt_path) and cfg['eval_only']:
@@ -121,22 +130,71 @@ def prepare_out_dir(cfg, given):
     if missing:
         raise ConfigError(f"{ckpt_path} cannot be resumed (it lacks {', '.join(missing)}); "
                           f"start a new run from its weights with --init_from={cfg['out_dir']} --out_dir=...")
-    if ckpt['model_name'] != cfg['model']:
+    if 'model' in given and ckpt['model_name'] != cfg['model']:
         raise ConfigError(f"{ckpt_path} holds a '{ckpt['model_name']}' model but this config builds '{cfg['model']}'")
-    args = ckpt['model_args']
-    mine = {k: v for k, v in given.items() if k in args and v is not None}   # None: derived, as it was
-    try:    # compared as the model config holds them (derived fields, an int for a per-layer tuple)
+    cfg['model'] = ckpt['model_name']
+    differ = changed_settings(cfg, given, ckpt)
+    if differ:
+        raise ConfigError(f"resume continues the run in {ckpt_path}, and these settings differ from it: " +
+                          ', '.join(differ) + f"; drop them, or start a new run in another --out_dir (a resumed "
+                          f"run may change only {', '.join(CONTINUE_KEYS[5:])})")
+    run = {**DEFAULTS, **model_fields(cfg['model']), **ckpt['config'], **ckpt['model_args']}
+    for k in list(cfg) + list(model_fields(cfg['model'])):
+        if k in run and not (k in RUN_KEYS or (k in CONTINUE_KEYS and k in given)):
+            cfg[k] = run[k]
+    return ckpt
+
+
+def changed_settings(cfg, given, ckpt):
+    """'key=now (checkpoint: then)' for each given setting outside CONTINUE_KEYS that differs from
+    the checkpoint's run; None stands for a value derived as it was. Model fields are compared
+    as the model config holds them (derived fields, an int for a per-layer tuple)."""
+    args, run = ckpt['model_args'], {**DEFAULTS, **ckpt['config']}
+    mine = {k: v for k, v in given.items() if k in args and v is not None}
+    try:
         c = model_classes(cfg['model'])[1](**{**args, **mine})
         now = {k: getattr(c, k) for k in mine}
     except (ValueError, TypeError, AssertionError, ZeroDivisionError):
         now = mine
-    differ = [k for k in mine if now[k] != args[k]]
-    if differ:
-        raise ConfigError("resume keeps the checkpoint's model, and these settings differ from it: " +
-                          ', '.join(f"{k}={given[k]!r} (checkpoint: {args[k]!r})" for k in differ) +
-                          "; drop them, or start a new run in another --out_dir")
-    cfg.update({k: v for k, v in args.items() if k in cfg or k in model_fields(cfg['model'])})
-    return ckpt
+    differ = {k: args[k] for k in mine if now[k] != args[k]}
+    differ.update({k: run[k] for k, v in given.items() if k not in args and k not in CONTINUE_KEYS
+                   and k in run and v is not None and v != run[k]})
+    return [f"{k}={given[k]!r} (checkpoint: {then!r})" for k, then in differ.items()]
+
+
+def checkpoint_stamp(cfg):
+    """What says whether out_dir's ckpt.pt changed: (size, mtime), None when there is none."""
+    try:
+        st = os.stat(os.path.join(cfg['out_dir'], 'ckpt.pt'))
+        return st.st_size, st.st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def claim_out_dir(cfg, stamp):
+    """Hold out_dir/.lock for the life of this process, so that one run writes a folder; a run that
+    finished meanwhile (its ckpt.pt is not the one checked) stops this one. Returns the lock file."""
+    import fcntl
+    try:
+        os.makedirs(cfg['out_dir'], exist_ok=True)
+        lock = open(os.path.join(cfg['out_dir'], '.lock'), 'a+')
+    except OSError as e:
+        raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        pid = lock.read().strip() or 'unknown'
+        raise ConfigError(f"out_dir {cfg['out_dir']} is in use by pid {pid} (another train.py run); "
+                          f"wait for it to end or pick another --out_dir")
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    if checkpoint_stamp(cfg) != stamp:
+        raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} changed while this run started (another run "
+                          f"wrote it); run the command again")
+    return lock
 
 
 def trim_log(path, iter_num):
@@ -349,9 +407,63 @@ def save_run(cfg, model, opts, scaler, meta, it, best_val):
 
 
 def diverged(what, cfg, last_good):
-    fail(f"{what}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} still holds the last good state (iter {last_good}); "
-         f"resume with --init_from=resume and a lower learning_rate")
+    ckpt = os.path.join(cfg['out_dir'], 'ckpt.pt')
+    if last_good is None:
+        fail(f"{what}, before the first checkpoint: lower learning_rate and start again with --overwrite=True")
+    fail(f"{what}; {ckpt} still holds the last good state (iter {last_good}): start from it with a lower "
+         f"learning_rate, --init_from={cfg['out_dir']} --out_dir=NEW (a resumed run keeps its recipe)")
 
+
+def interrupted(cfg, iter_num, last_good, aside):
+    """Ctrl-C: one line with the iteration reached and the command that continues; exit 130."""
+    if int(os.environ.get('RANK', 0)) != 0:
+        sys.exit(130)
+    if cfg['eval_only']:
+        print(f"interrupted at iter {iter_num} (eval_only: nothing was written)", file=sys.stderr)
+    elif last_good is None:
+        given_back = give_back(cfg, aside) if aside is not None else False
+        print(f"interrupted at iter {iter_num}, before the first checkpoint: nothing to resume" +
+              ("; the run --overwrite was to replace is back in place" if given_back else ""), file=sys.stderr)
+    else:
+        print(f"interrupted at iter {iter_num}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good}: "
+              f"continue with python train.py --init_from=resume --out_dir={cfg['out_dir']}", file=sys.stderr)
+    sys.exit(130)
+
+
+ASIDE = 'replaced'   # out_dir/replaced/: the run that --overwrite replaces, until the new one has a checkpoint
+
+
+def set_aside(cfg):
+    """--overwrite over a trained run: move its files whole into out_dir/replaced/, where they stay
+    until this run writes its first checkpoint. None when there is nothing to set aside."""
+    out = cfg['out_dir']
+    if not os.path.exists(os.path.join(out, 'ckpt.pt')):
+        return None
+    aside = os.path.join(out, ASIDE)
+    if os.path.exists(aside):
+        raise ConfigError(f"{aside} holds a run that an interrupted --overwrite set aside: move it back into "
+                          f"{out} or delete it, then run again")
+    os.makedirs(aside)
+    for name in os.listdir(out):
+        if name not in ('.lock', ASIDE):
+            os.replace(os.path.join(out, name), os.path.join(aside, name))
+    return aside
+
+
+def give_back(cfg, aside):
+    """Undo set_aside: this run's files go and the replaced run's come back. True when done."""
+    out = cfg['out_dir']
+    try:
+        for name in os.listdir(out):
+            if name not in ('.lock', ASIDE):
+                path = os.path.join(out, name)
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        for name in os.listdir(aside):
+            os.replace(os.path.join(aside, name), os.path.join(out, name))
+        os.rmdir(aside)
+        return True
+    except OSError:
+        return False
 
 
 def main(argv):
@@ -371,9 +483,11 @@ def main(argv):
         if ddp and dev.startswith('cuda'):
             dev = f'cuda:{local_rank}'
             check_device(dev)
+        stamp = checkpoint_stamp(cfg)
+        ckpt = prepare_out_dir(cfg, given)
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world))
-        ckpt = prepare_out_dir(cfg, given)
+        lock = claim_out_dir(cfg, stamp) if rank == 0 and not cfg['eval_only'] else None
     except ConfigError as e:
         fail(e)
     if ddp:
@@ -401,10 +515,11 @@ def main(argv):
                 raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
             load_weights(raw_model, src['model'], cfg['init_from'])
         log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
+        aside = None
         if master and not cfg['eval_only']:   # a new run starts its own log; a resumed one trims its log to the checkpoint
             try:
-                os.makedirs(cfg['out_dir'], exist_ok=True)
                 if ckpt is None:
+                    aside = set_aside(cfg)
                     open(log_path, 'w').close()
                 else:
                     trim_log(log_path, ckpt['iter_num'])
@@ -426,6 +541,7 @@ def main(argv):
         scaler.load_state_dict(ckpt['scaler'])
         torch.set_rng_state(ckpt['rng'][rank % len(ckpt['rng'])])
         iter_num, best_val = ckpt['iter_num'], ckpt['best_val_loss']
+    resumed = ckpt is not None
     del ckpt    # its tensors
     model = torch.compile(raw_model) if use_compile else raw_model
     if ddp:
@@ -445,70 +561,87 @@ def main(argv):
         print(f"mfu against {peak / 1e12:.3g} TFLOP/s: " + ("the spec sheet's dense peak" if spec else
               "the best matmul rate measured now, raised to any faster rate this run reaches (so at most 100%)"))
 
-    # --- the loop
+    # --- the loop; Ctrl-C, a failed save or a divergence leave the last checkpoint whole (and give
+    # back a run that --overwrite set aside, while this one has no checkpoint of its own)
     model.train()
     t0 = time.time()
-    last_good, first_iter = None, iter_num
-    while True:
-        lr = set_schedule(opts, iter_num, cfg)
-        # a resumed run evaluates where it starts, as its log was trimmed there
-        if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
-            losses = estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world)
-            if master:
-                print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-            if cfg['eval_only']:    # evaluation writes nothing
+    last_good, first_iter = iter_num if resumed else None, iter_num
+    try:
+        while True:
+            lr = set_schedule(opts, iter_num, cfg)
+            # a resumed run evaluates where it starts, as its log was trimmed there
+            if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
+                losses = estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world)
+                if master:
+                    print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+                if cfg['eval_only']:    # evaluation writes nothing
+                    break
+                if master:
+                    log_jsonl(log_path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
+                                         'val_loss': losses['val'], 'tokens': iter_num * tokens_per_iter})
+                if not all(math.isfinite(v) for v in losses.values()):
+                    diverged(f"eval loss is not finite at iter {iter_num}", cfg, last_good)
+                if losses['val'] < best_val or cfg['always_save_checkpoint']:
+                    best_val = min(best_val, losses['val'])
+                    try:
+                        save_run(cfg, raw_model, opts, scaler, meta, iter_num, best_val)
+                    except ConfigError as e:
+                        fail(e)
+                    last_good = iter_num
+                    if aside is not None:   # this run has a checkpoint: the one it replaces goes
+                        shutil.rmtree(aside, ignore_errors=True)
+                        aside = None
+            if iter_num >= cfg['max_iters']:
                 break
-            if master:
-                log_jsonl(log_path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
-                                     'val_loss': losses['val'], 'tokens': iter_num * tokens_per_iter})
-            if not all(math.isfinite(v) for v in losses.values()):
-                diverged(f"eval loss is not finite at iter {iter_num}", cfg, last_good)
-            if losses['val'] < best_val or cfg['always_save_checkpoint']:
-                best_val = min(best_val, losses['val'])
-                save_run(cfg, raw_model, opts, scaler, meta, iter_num, best_val)
-                last_good = iter_num
-        if iter_num >= cfg['max_iters']:
-            break
 
-        for micro in range(accum):
-            x, y, holes = get_batch('train', iter_num, micro, cfg, streams, mask, rank, world)
-            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-            kw = {'holes': holes.to(dev)} if holes is not None and 'holes' in knobs else {}
-            if ddp:  # sync gradients only on the last micro-step
-                model.require_backward_grad_sync = micro == accum - 1
-            with autocast:
-                loss = model(x, y, **kw)[1] / accum   # the logits are not kept: at 32k vocab they are GBs
-            scaler.scale(loss).backward()
-        if cfg['grad_clip'] > 0:
-            for opt in opts:
-                scaler.unscale_(opt)
-            norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg['grad_clip'])
-        for opt in opts:
-            scaler.step(opt)
-        scaler.update()
-        for opt in opts:
-            opt.zero_grad(set_to_none=True)
-
-        if iter_num % cfg['log_interval'] == 0 and master:
-            lossf = loss.item() * accum
-            if not math.isfinite(lossf):
-                diverged(f"training loss is {lossf} at iter {iter_num}", cfg, last_good)
-            t1 = time.time()
-            dt = (t1 - t0) / (cfg['log_interval'] if iter_num > 0 else 1)
-            t0 = t1
-            if spec is None:    # a measured peak is at least any rate the run reaches
-                peak = max(peak, flops_per_iter / dt)
-            rec = {'kind': 'train', 'iter': iter_num, 'loss': lossf, 'lr': lr, 'ms': dt * 1000,
-                   'tokens_per_s': tokens_per_iter / dt, 'mfu': flops_per_iter / dt / peak}
+            for micro in range(accum):
+                x, y, holes = get_batch('train', iter_num, micro, cfg, streams, mask, rank, world)
+                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                kw = {'holes': holes.to(dev)} if holes is not None and 'holes' in knobs else {}
+                if ddp:  # sync gradients only on the last micro-step
+                    model.require_backward_grad_sync = micro == accum - 1
+                with autocast:
+                    loss = model(x, y, **kw)[1] / accum   # the logits are not kept: at 32k vocab they are GBs
+                scaler.scale(loss).backward()
             if cfg['grad_clip'] > 0:
-                rec['grad_norm'] = norm.item()
-            if hasattr(raw_model, 'train_stats'):
-                rec.update(raw_model.train_stats())
-            extra = ''.join(f", {k} {v:.4g}" for k, v in rec.items() if k not in ('kind', 'iter', 'loss', 'lr', 'ms', 'tokens_per_s', 'mfu'))
-            print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms, "
-                  f"{rec['tokens_per_s']:.0f} tok/s, mfu {100 * rec['mfu']:.2f}%{extra}")
-            log_jsonl(log_path, rec)
-        iter_num += 1
+                for opt in opts:
+                    scaler.unscale_(opt)
+                norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg['grad_clip'])
+            for opt in opts:
+                scaler.step(opt)
+            scaler.update()
+            for opt in opts:
+                opt.zero_grad(set_to_none=True)
+
+            if iter_num % cfg['log_interval'] == 0 and master:
+                lossf = loss.item() * accum
+                if not math.isfinite(lossf):
+                    diverged(f"training loss is {lossf} at iter {iter_num}", cfg, last_good)
+                t1 = time.time()
+                dt = (t1 - t0) / (cfg['log_interval'] if iter_num > 0 else 1)
+                t0 = t1
+                if spec is None:    # a measured peak is at least any rate the run reaches
+                    peak = max(peak, flops_per_iter / dt)
+                rec = {'kind': 'train', 'iter': iter_num, 'loss': lossf, 'lr': lr, 'ms': dt * 1000,
+                       'tokens_per_s': tokens_per_iter / dt, 'mfu': flops_per_iter / dt / peak}
+                if cfg['grad_clip'] > 0:
+                    rec['grad_norm'] = norm.item()
+                if hasattr(raw_model, 'train_stats'):
+                    rec.update(raw_model.train_stats())
+                extra = ''.join(f", {k} {v:.4g}" for k, v in rec.items() if k not in ('kind', 'iter', 'loss', 'lr', 'ms', 'tokens_per_s', 'mfu'))
+                print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms, "
+                      f"{rec['tokens_per_s']:.0f} tok/s, mfu {100 * rec['mfu']:.2f}%{extra}")
+                log_jsonl(log_path, rec)
+            iter_num += 1
+    except KeyboardInterrupt:
+        interrupted(cfg, iter_num, last_good, aside)
+    except BaseException:
+        if aside is not None and last_good is None:
+            give_back(cfg, aside)
+        raise
+    if master and not cfg['eval_only']:
+        print(f"done: {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good} (best val loss {best_val:.4f}); "
+              f"next: python sample.py --out_dir={cfg['out_dir']}  or  python -m tools.eval --out_dir={cfg['out_dir']}")
 
     if ddp:
         # leave together, and free DDP (which holds the process group) before the group goes: a
