@@ -203,6 +203,12 @@ def check_settings(cfg):
 
 
 # ----------------------------------------------------------------------------- the data a config names
+def prepare_hint(dataset):
+    """The command that makes data/<dataset>."""
+    import prepare_data   # tiktoken and requests: only when a hint is needed
+    return prepare_data.prepare_command(dataset)
+
+
 def read_meta(cfg):
     """The dataset's meta.json (None when there is none); it must be JSON with a vocab_size."""
     path = os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json')
@@ -211,9 +217,9 @@ def read_meta(cfg):
     try:
         meta = json.load(open(path, encoding='utf-8'))
     except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path} is not valid JSON ({e}): re-run python prepare_data.py {cfg['dataset']}")
+        raise ConfigError(f"{path} is not valid JSON ({e}): re-run {prepare_hint(cfg['dataset'])}")
     if not isinstance(meta, dict) or not isinstance(meta.get('vocab_size'), int) or meta['vocab_size'] <= 0:
-        raise ConfigError(f"{path} lacks a positive integer vocab_size: re-run python prepare_data.py {cfg['dataset']}")
+        raise ConfigError(f"{path} lacks a positive integer vocab_size: re-run {prepare_hint(cfg['dataset'])}")
     return meta
 
 
@@ -242,7 +248,7 @@ def dataset_vocab(cfg, meta):
     if cfg['vocab_size'] is None:
         if need is None:
             raise ConfigError(f"vocab_size is not set and {cfg['data_dir']}/{cfg['dataset']}/meta.json does not exist; "
-                              f"set --vocab_size or prepare the data (python prepare_data.py {cfg['dataset']})")
+                              f"set --vocab_size or prepare the data ({prepare_hint(cfg['dataset'])})")
         return need, mid
     if need is not None and cfg['vocab_size'] < need:
         raise ConfigError(f"vocab_size {cfg['vocab_size']} is smaller than the data needs ({need}, dataset '{cfg['dataset']}')")

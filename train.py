@@ -27,8 +27,8 @@ import zlib
 import numpy as np
 import torch
 
-from configurator import (ConfigError, check_settings, check_tokens, dataset_vocab, fail, read_meta, split_batch,
-                          split_hint)
+from configurator import (ConfigError, check_settings, check_tokens, dataset_vocab, fail, prepare_hint, read_meta,
+                          split_batch, split_hint)
 from fon import make_holes
 from models import (build_model, check_device, configure_optimizers, knob_names, load_weights, model_classes,
                     model_fields, peak_flops, read_checkpoint, resolve_config, resolve_device, save_checkpoint,
@@ -251,14 +251,14 @@ def load_data(cfg, master, ddp):
             torch.distributed.barrier()
     meta = read_meta(cfg)
     if meta is None:
-        raise ConfigError(f"{ds_dir}/meta.json not found: prepare the data first (python prepare_data.py {cfg['dataset']})")
+        raise ConfigError(f"{ds_dir}/meta.json not found: prepare the data first ({prepare_hint(cfg['dataset'])})")
     cfg['vocab_size'], mask = dataset_vocab(cfg, meta)
     streams = data_streams(cfg)
     for name, path in streams.items():
         if not os.path.isfile(path):
             need = cfg['synth_dataset'] if name.startswith('synth') else cfg['dataset']
-            raise ConfigError(f"{path} not found: prepare the data first (python prepare_data.py {need})"
-                              if name != 'synth_train' else f"{path} not found: p_synth needs python prepare_data.py {need}")
+            raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(need)})"
+                              if name != 'synth_train' else f"{path} not found: p_synth needs {prepare_hint(need)}")
         check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'])
     return meta, streams, mask
 

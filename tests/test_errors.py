@@ -52,7 +52,7 @@ def cases(d):
         (['--dataset=novocab'], 'lacks a positive integer vocab_size'),
         (['--dataset=missing'], 'prepare the data first'),
         (['--block_size=100000'], 'fewer than the 100002 needed; lower --block_size'),
-        (['--p_synth=0.5', '--synth_dataset=nosynth'], 'p_synth needs python prepare_data.py nosynth'),
+        (['--p_synth=0.5', '--synth_dataset=nosynth'], 'p_synth needs python prepare_data.py nosynth --input FILE'),
         ([f'--out_dir={d}/afile'], 'cannot write to out_dir'),
         ([f'--init_from={d}/nowhere'], 'no checkpoint at'),
         ([f'--init_from={d}/truncated'], 'is unreadable'),

@@ -130,7 +130,7 @@ def test_bad_inputs_give_one_clear_line(char_data, tmp_path):
         (['--lerning_rate=1e-3'], "unknown config key 'lerning_rate' (did you mean: learning_rate"),
         (['--max_iters=ten'], "config key 'max_iters' expects int"),
         (['config/nope.py'], 'config file not found: config/nope.py'),
-        (['--dataset=missing'], 'prepare the data first (python prepare_data.py missing)'),
+        (['--dataset=missing'], 'prepare the data first (python prepare_data.py missing --input FILE)'),
         (['--model=transformerx'], "unknown model 'transformerx'"),
         (['--init_from=resume', f'--out_dir={tmp_path}/none'], "no checkpoint at"),
     ]

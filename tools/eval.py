@@ -41,7 +41,7 @@ import torch
 
 import configurator
 import models
-from configurator import ConfigError, check, parse_args
+from configurator import ConfigError, check, parse_args, prepare_hint
 from prepare_data import get_tokenizer, gpt2_encoding
 from tools.eval_fill import compare_battery, run_battery, run_infill
 from tools.report import axes, save_figure, write_json
@@ -244,7 +244,7 @@ class Evaluator:
         T, n = self.tcfg['block_size'], self.tcfg['batch_size']
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
         if not os.path.isfile(path):
-            raise ConfigError(f"{path} not found: prepare the data first (python prepare_data.py {self.tcfg['dataset']})")
+            raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(self.tcfg['dataset'])})")
         data = np.memmap(path, dtype=np.uint16, mode='r')
         if len(data) <= T + 1:
             raise ConfigError(f"{path} holds fewer than block_size+2 = {T + 2} tokens; lower --block_size")
