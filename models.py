@@ -79,6 +79,19 @@ def knob_names(model):
     return [p for p in params if p not in ('idx', 'targets')]
 
 
+DEPTH_KNOBS = ('num_recur', 'Ts')   # loop depths: Parcae's recurrences, TextNCA's NCA steps
+
+
+def check_knobs(knobs):
+    """One rule for a loop depth in every tool and on every path (forward or decode): an int >= 1
+    (None: the model's default)."""
+    for k in DEPTH_KNOBS:
+        v = knobs.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise ConfigError(f"{k} is a loop depth: it must be an integer >= 1, got {v!r}")
+    return knobs
+
+
 # ----------------------------------------------------------------------------- checkpoints
 CKPT_KEYS = ('model', 'model_name', 'model_args', 'config', 'iter_num')
 

@@ -215,7 +215,7 @@ class Evaluator:
             known = sorted(set(DEFAULTS) | set(self.knob_names))
             raise ConfigError(f"unknown key '{bad[0]}': not an eval.py key nor a knob of {self.name}'s forward "
                               f"(knobs: {', '.join(self.knob_names) or 'none'}; keys: {', '.join(known)})")
-        self.knobs = knobs
+        self.knobs = models.check_knobs(knobs)
         self.tcfg = dict(ckpt['config'])   # the full training config
         self.iter_num = ckpt.get('iter_num')
         for k in ('batch_size', 'seed', 'data_dir', 'dataset', 'eval_iters'):
@@ -330,13 +330,20 @@ def run_sweep(ev):
     if knob not in ev.knob_names:
         raise ConfigError(f"{ev.name} has no knob '{knob}' (its forward takes: {', '.join(ev.knob_names) or 'none'})")
     values = parse_values(vals)
-    split, rows = ev.opt['split'], []
     for v in values:
+        models.check_knobs({knob: v})
+    split, rows = ev.opt['split'], []
+
+    def table(done):
+        return {'model': ev.name, 'split': split, 'protocol': ev.protocol(), 'knob': knob, 'values': values[:len(done)],
+                **{k: [r[k] for r in done] for k in ('loss', 'perplexity', 'bits_per_token', 'bits_per_byte', 'tokens')}}
+    for i, v in enumerate(values):
         r = ev.score(split, **{knob: v})
         rows.append(r)
-        print(f"{knob}={v}: loss {r['loss']:.4f}, perplexity {r['perplexity']:.3f}")
-    res = {'model': ev.name, 'split': split, 'protocol': ev.protocol(), 'knob': knob, 'values': values,
-           **{k: [r[k] for r in rows] for k in ('loss', 'perplexity', 'bits_per_token', 'bits_per_byte', 'tokens')}}
+        print(f"[{i + 1}/{len(values)}] {knob}={v}: loss {r['loss']:.4f}, perplexity {r['perplexity']:.3f}", flush=True)
+        if i + 1 < len(values):   # each point as it is measured: a stopped sweep keeps what it has
+            write_json(ev.outpath(f'sweep_{knob}.json'), {**table(rows), 'partial': True})
+    res = table(rows)
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     if numeric and (knob == 'num_recur' or ev.opt['fit']):
         try:
