@@ -167,7 +167,7 @@ def checkpoint_stamp(cfg):
     try:
         st = os.stat(os.path.join(cfg['out_dir'], 'ckpt.pt'))
         return st.st_size, st.st_mtime_ns
-    except FileNotFoundError:
+    except OSError:     # none there, or out_dir is not a folder (claim_out_dir says so)
         return None
 
 
@@ -487,7 +487,6 @@ def main(argv):
         ckpt = prepare_out_dir(cfg, given)
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world))
-        lock = claim_out_dir(cfg, stamp) if rank == 0 and not cfg['eval_only'] else None
     except ConfigError as e:
         fail(e)
     if ddp:
@@ -517,6 +516,7 @@ def main(argv):
         log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
         aside = None
         if master and not cfg['eval_only']:   # a new run starts its own log; a resumed one trims its log to the checkpoint
+            lock = claim_out_dir(cfg, stamp)    # noqa: F841 (held until the process ends)
             try:
                 if ckpt is None:
                     aside = set_aside(cfg)

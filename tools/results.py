@@ -155,7 +155,7 @@ def run_with_progress(cmd, name):
     """A train.py run whose evals ('step N: ...') are printed, prefixed by its folder (runs go in
     parallel); CalledProcessError when it fails, as subprocess.run(check=True)."""
     with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                          env={**os.environ, 'OMP_NUM_THREADS': '1'}) as p:
+                          env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'}) as p:
         for line in p.stdout:
             if line.startswith('step '):
                 print(f"{name}: {line.rstrip()}", flush=True)
