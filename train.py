@@ -216,6 +216,19 @@ def trim_log(path, iter_num):
 
 
 
+def cpu_threads():
+    """Threads for a CPU run when OMP_NUM_THREADS is unset: the cores the load leaves idle, at
+    least one. On a shared 2-core machine under load, torch's default (every core) spun against
+    the other jobs: 835 vs 288 ms/iter for the default run with 2 threads vs 1."""
+    if 'OMP_NUM_THREADS' in os.environ:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+    per_process = int(os.environ.get('LOCAL_WORLD_SIZE', 1))     # torchrun's CPU ranks share the cores
+    n = max(1, min(torch.get_num_threads(), (cores - round(os.getloadavg()[0])) // per_process))
+    torch.set_num_threads(n)
+    return f"{n} CPU thread(s) of {cores} cores at load {os.getloadavg()[0]:.1f} (set OMP_NUM_THREADS to choose)"
+
+
 def print_sizes(cfg):
     """Parameters and FLOPs of a config, built on the meta device: no data, no memory."""
     cfg['vocab_size'] = dataset_vocab(cfg, read_meta(cfg))[0]
@@ -414,18 +427,20 @@ def diverged(what, cfg, last_good):
          f"learning_rate, --init_from={cfg['out_dir']} --out_dir=NEW (a resumed run keeps its recipe)")
 
 
-def interrupted(cfg, iter_num, last_good, aside):
+def interrupted(run):
     """Ctrl-C: one line with the iteration reached and the command that continues; exit 130."""
+    cfg, it, last_good = run.get('cfg'), run.get('iter'), run.get('last_good')
+    where = f" at iter {it}" if it is not None else ""
     if int(os.environ.get('RANK', 0)) != 0:
         sys.exit(130)
-    if cfg['eval_only']:
-        print(f"interrupted at iter {iter_num} (eval_only: nothing was written)", file=sys.stderr)
+    if cfg is None or cfg['eval_only']:
+        print(f"interrupted{where} (nothing was written)", file=sys.stderr)
     elif last_good is None:
-        given_back = give_back(cfg, aside) if aside is not None else False
-        print(f"interrupted at iter {iter_num}, before the first checkpoint: nothing to resume" +
-              ("; the run --overwrite was to replace is back in place" if given_back else ""), file=sys.stderr)
+        back = run.get('aside') and give_back(cfg, run['aside'])
+        print(f"interrupted{where}, before the first checkpoint: nothing to resume" +
+              ("; the run --overwrite was to replace is back in place" if back else ""), file=sys.stderr)
     else:
-        print(f"interrupted at iter {iter_num}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good}: "
+        print(f"interrupted{where}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good}: "
               f"continue with python train.py --init_from=resume --out_dir={cfg['out_dir']}", file=sys.stderr)
     sys.exit(130)
 
@@ -467,6 +482,20 @@ def give_back(cfg, aside):
 
 
 def main(argv):
+    run = {}    # how far the run got: what Ctrl-C or a failure before the first checkpoint reports
+    try:
+        train(argv, run)
+    except KeyboardInterrupt:
+        interrupted(run)
+    except BaseException:
+        if run.get('aside') and run.get('last_good') is None:
+            give_back(run['cfg'], run['aside'])
+        raise
+
+
+def train(argv, run):
+    """One run, as its config says; run gets cfg, iter, last_good (the last checkpoint's
+    iteration) and aside (the folder a replaced run waits in) as they become known."""
     try:
         cfg, given = resolve_config(argv, with_given=True)
         check_settings(cfg)
@@ -485,6 +514,7 @@ def main(argv):
             check_device(dev)
         stamp = checkpoint_stamp(cfg)
         ckpt = prepare_out_dir(cfg, given)
+        run.update(cfg=cfg, last_good=ckpt['iter_num'] if ckpt else None)
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world))
     except ConfigError as e:
@@ -498,6 +528,7 @@ def main(argv):
     device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
     use_compile = cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda'
     torch.manual_seed(cfg['seed'] + rank)
+    threads = cpu_threads() if device_type == 'cpu' else None
     tf32 = device_type == 'cuda' and use_tf32(cfg, ptdtype)
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
@@ -514,12 +545,11 @@ def main(argv):
                 raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
             load_weights(raw_model, src['model'], cfg['init_from'])
         log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
-        aside = None
         if master and not cfg['eval_only']:   # a new run starts its own log; a resumed one trims its log to the checkpoint
             lock = claim_out_dir(cfg, stamp)    # noqa: F841 (held until the process ends)
             try:
                 if ckpt is None:
-                    aside = set_aside(cfg)
+                    run['aside'] = set_aside(cfg)
                     open(log_path, 'w').close()
                 else:
                     trim_log(log_path, ckpt['iter_num'])
@@ -558,87 +588,82 @@ def main(argv):
         print(f"model {cfg['model']}: {raw_model.num_params():,} parameters, {tokens_per_iter:,} tokens/iter "
               f"({world} x {accum} x {micro_batch} x {cfg['block_size']}), device {dev}, "
               f"dtype {str(ptdtype)[6:]}, tf32 {tf32}, compile {use_compile}, world {world}")
+        if threads:
+            print(threads)
         print(f"mfu against {peak / 1e12:.3g} TFLOP/s: " + ("the spec sheet's dense peak" if spec else
               "the best matmul rate measured now, raised to any faster rate this run reaches (so at most 100%)"))
 
-    # --- the loop; Ctrl-C, a failed save or a divergence leave the last checkpoint whole (and give
-    # back a run that --overwrite set aside, while this one has no checkpoint of its own)
+    # --- the loop
     model.train()
     t0 = time.time()
     last_good, first_iter = iter_num if resumed else None, iter_num
-    try:
-        while True:
-            lr = set_schedule(opts, iter_num, cfg)
-            # a resumed run evaluates where it starts, as its log was trimmed there
-            if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
-                losses = estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world)
-                if master:
-                    print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-                if cfg['eval_only']:    # evaluation writes nothing
-                    break
-                if master:
-                    log_jsonl(log_path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
-                                         'val_loss': losses['val'], 'tokens': iter_num * tokens_per_iter})
-                if not all(math.isfinite(v) for v in losses.values()):
-                    diverged(f"eval loss is not finite at iter {iter_num}", cfg, last_good)
-                if losses['val'] < best_val or cfg['always_save_checkpoint']:
-                    best_val = min(best_val, losses['val'])
-                    try:
-                        save_run(cfg, raw_model, opts, scaler, meta, iter_num, best_val)
-                    except ConfigError as e:
-                        fail(e)
-                    last_good = iter_num
-                    if aside is not None:   # this run has a checkpoint: the one it replaces goes
-                        shutil.rmtree(aside, ignore_errors=True)
-                        aside = None
-            if iter_num >= cfg['max_iters']:
+    run['last_good'] = last_good
+    while True:
+        run['iter'] = iter_num
+        lr = set_schedule(opts, iter_num, cfg)
+        # a resumed run evaluates where it starts, as its log was trimmed there
+        if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
+            losses = estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world)
+            if master:
+                print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+            if cfg['eval_only']:    # evaluation writes nothing
                 break
+            if master:
+                log_jsonl(log_path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
+                                     'val_loss': losses['val'], 'tokens': iter_num * tokens_per_iter})
+            if not all(math.isfinite(v) for v in losses.values()):
+                diverged(f"eval loss is not finite at iter {iter_num}", cfg, last_good)
+            if losses['val'] < best_val or cfg['always_save_checkpoint']:
+                best_val = min(best_val, losses['val'])
+                try:
+                    save_run(cfg, raw_model, opts, scaler, meta, iter_num, best_val)
+                except ConfigError as e:
+                    fail(e)
+                last_good = run['last_good'] = iter_num
+                if run.get('aside'):   # this run has a checkpoint: the one it replaces goes
+                    shutil.rmtree(run.pop('aside'), ignore_errors=True)
+        if iter_num >= cfg['max_iters']:
+            break
 
-            for micro in range(accum):
-                x, y, holes = get_batch('train', iter_num, micro, cfg, streams, mask, rank, world)
-                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-                kw = {'holes': holes.to(dev)} if holes is not None and 'holes' in knobs else {}
-                if ddp:  # sync gradients only on the last micro-step
-                    model.require_backward_grad_sync = micro == accum - 1
-                with autocast:
-                    loss = model(x, y, **kw)[1] / accum   # the logits are not kept: at 32k vocab they are GBs
-                scaler.scale(loss).backward()
+        for micro in range(accum):
+            x, y, holes = get_batch('train', iter_num, micro, cfg, streams, mask, rank, world)
+            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+            kw = {'holes': holes.to(dev)} if holes is not None and 'holes' in knobs else {}
+            if ddp:  # sync gradients only on the last micro-step
+                model.require_backward_grad_sync = micro == accum - 1
+            with autocast:
+                loss = model(x, y, **kw)[1] / accum   # the logits are not kept: at 32k vocab they are GBs
+            scaler.scale(loss).backward()
+        if cfg['grad_clip'] > 0:
+            for opt in opts:
+                scaler.unscale_(opt)
+            norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg['grad_clip'])
+        for opt in opts:
+            scaler.step(opt)
+        scaler.update()
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
+
+        if iter_num % cfg['log_interval'] == 0 and master:
+            lossf = loss.item() * accum
+            if not math.isfinite(lossf):
+                diverged(f"training loss is {lossf} at iter {iter_num}", cfg, last_good)
+            t1 = time.time()
+            dt = (t1 - t0) / (cfg['log_interval'] if iter_num > 0 else 1)
+            t0 = t1
+            if spec is None:    # a measured peak is at least any rate the run reaches
+                peak = max(peak, flops_per_iter / dt)
+            rec = {'kind': 'train', 'iter': iter_num, 'loss': lossf, 'lr': lr, 'ms': dt * 1000,
+                   'tokens_per_s': tokens_per_iter / dt, 'mfu': flops_per_iter / dt / peak}
             if cfg['grad_clip'] > 0:
-                for opt in opts:
-                    scaler.unscale_(opt)
-                norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg['grad_clip'])
-            for opt in opts:
-                scaler.step(opt)
-            scaler.update()
-            for opt in opts:
-                opt.zero_grad(set_to_none=True)
-
-            if iter_num % cfg['log_interval'] == 0 and master:
-                lossf = loss.item() * accum
-                if not math.isfinite(lossf):
-                    diverged(f"training loss is {lossf} at iter {iter_num}", cfg, last_good)
-                t1 = time.time()
-                dt = (t1 - t0) / (cfg['log_interval'] if iter_num > 0 else 1)
-                t0 = t1
-                if spec is None:    # a measured peak is at least any rate the run reaches
-                    peak = max(peak, flops_per_iter / dt)
-                rec = {'kind': 'train', 'iter': iter_num, 'loss': lossf, 'lr': lr, 'ms': dt * 1000,
-                       'tokens_per_s': tokens_per_iter / dt, 'mfu': flops_per_iter / dt / peak}
-                if cfg['grad_clip'] > 0:
-                    rec['grad_norm'] = norm.item()
-                if hasattr(raw_model, 'train_stats'):
-                    rec.update(raw_model.train_stats())
-                extra = ''.join(f", {k} {v:.4g}" for k, v in rec.items() if k not in ('kind', 'iter', 'loss', 'lr', 'ms', 'tokens_per_s', 'mfu'))
-                print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms, "
-                      f"{rec['tokens_per_s']:.0f} tok/s, mfu {100 * rec['mfu']:.2f}%{extra}")
-                log_jsonl(log_path, rec)
-            iter_num += 1
-    except KeyboardInterrupt:
-        interrupted(cfg, iter_num, last_good, aside)
-    except BaseException:
-        if aside is not None and last_good is None:
-            give_back(cfg, aside)
-        raise
+                rec['grad_norm'] = norm.item()
+            if hasattr(raw_model, 'train_stats'):
+                rec.update(raw_model.train_stats())
+            extra = ''.join(f", {k} {v:.4g}" for k, v in rec.items() if k not in ('kind', 'iter', 'loss', 'lr', 'ms', 'tokens_per_s', 'mfu'))
+            print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms, "
+                  f"{rec['tokens_per_s']:.0f} tok/s, mfu {100 * rec['mfu']:.2f}%{extra}")
+            log_jsonl(log_path, rec)
+        iter_num += 1
     if master and not cfg['eval_only']:
         print(f"done: {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good} (best val loss {best_val:.4f}); "
               f"next: python sample.py --out_dir={cfg['out_dir']}  or  python -m tools.eval --out_dir={cfg['out_dir']}")

@@ -387,3 +387,12 @@ def test_digits_as_text_and_a_closed_pipe(workspace):
     p = subprocess.run(f"{sys.executable} sample.py --out_dir={d}/synrun --num_samples=64 --max_new_tokens=64 | head -1",
                        shell=True, cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
     assert 'Traceback' not in p.stderr and 'BrokenPipe' not in p.stderr, p.stderr
+
+
+def test_compare_across_datasets_warns(workspace):
+    import subprocess
+    d = workspace
+    p = subprocess.run([sys.executable, '-m', 'tools.eval', '--compare', f'{d}/run', f'{d}/synrun', f'--out={d}/cmp'],
+                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert p.returncode == 0, p.stderr
+    assert 'trained on different datasets (synthetic, tiny)' in p.stderr and '| dataset |' in p.stdout

@@ -511,7 +511,7 @@ def read_run(path):
     evals = [r for r in log if r.get('kind') == 'eval']
     trains = [r for r in log if r.get('kind') == 'train']
     last = evals[-1] if evals else {}
-    return {'run': path, 'model': cfg['model'], 'params': m.num_params(),
+    return {'run': path, 'model': cfg['model'], 'dataset': cfg.get('dataset', '?'), 'params': m.num_params(),
             'flops_per_token': m.flops_per_token(cfg['block_size']),
             'tokens': last.get('tokens', last.get('iter', 0) * tpi), 'iter': last.get('iter'),
             'val_loss': last.get('val_loss', float('nan')),
@@ -522,10 +522,15 @@ def read_run(path):
 
 def run_compare(runs, opt):
     rows = [read_run(r) for r in runs]
-    print("| run | model | parameters | training tokens | FLOPs/token | val loss | perplexity |\n|---|---|---|---|---|---|---|")
+    datasets = sorted({r['dataset'] for r in rows})
+    if len(datasets) > 1:   # losses on different data (or tokenizers) do not compare
+        print(f"warning: these runs were trained on different datasets ({', '.join(datasets)}): "
+              f"their losses are not comparable", file=sys.stderr)
+    print("| run | model | dataset | parameters | training tokens | FLOPs/token | val loss | perplexity |\n"
+          "|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['run']} | {r['model']} | {r['params'] / 1e6:.2f}M | {r['tokens']:,} | {r['flops_per_token'] / 1e6:.1f}M "
-              f"| {r['val_loss']:.4f} | {r['perplexity']:.2f} |")
+        print(f"| {r['run']} | {r['model']} | {r['dataset']} | {r['params'] / 1e6:.2f}M | {r['tokens']:,} "
+              f"| {r['flops_per_token'] / 1e6:.1f}M | {r['val_loss']:.4f} | {r['perplexity']:.2f} |")
     d = opt['out'] or os.path.join(runs[0], 'compare')
     os.makedirs(d, exist_ok=True)
     fig, ax = axes('loss curves (train: lines, val: markers)', 'training tokens', 'loss (nats/token)')
@@ -594,6 +599,9 @@ def main(argv):
         configurator.fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     except OSError as e:    # a results folder that cannot be written
         configurator.fail(f"{e.filename}: {e.strerror}")
+    except KeyboardInterrupt:
+        print("interrupted (a sweep keeps the points it measured in its sweep_*.json)", file=sys.stderr)
+        sys.exit(130)
     except TypeError as e:  # a knob value of the wrong kind for the model
         if not (knobs or opt['sweep']):
             raise
