@@ -13,6 +13,8 @@ block_size tokens on any number of processes: torchrun shares them out (gradient
 
 A new run never replaces a trained one: into an out_dir that holds ckpt.pt it needs
 --init_from=resume (continue), another --out_dir, or --overwrite=True. --eval_only=True writes nothing.
+A mistake is one line, `error: ...` (exit 2); under torchrun it is printed above torchrun's own
+ChildFailedError report, which repeats the exit code only.
 """
 import dataclasses
 import functools
