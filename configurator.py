@@ -39,8 +39,26 @@ def fail(msg):
     sys.exit(2)
 
 
+class Settings(dict):
+    """Given settings, with where each came from (origin: key -> config file; absent: the command
+    line) and the text of each command-line value (raw), so that a str key may take '46' or 'None'."""
+    def __init__(self, *a, origin=None, raw=None):
+        super().__init__(*a)
+        self.origin, self.raw = dict(origin or {}), dict(raw or {})
+
+    def pick(self, keys):
+        """The settings whose key is in keys, with their origins."""
+        return Settings({k: v for k, v in self.items() if k in keys}, origin=self.origin, raw=self.raw)
+
+    def where(self, key):
+        return f"in {self.origin[key]}" if key in self.origin else "on the command line"
+
+
 def _read_file(path, chain=()):
-    """The settings of one config file, its bases' first; chain: the files that named it as a base."""
+    """The settings of one config file, its bases' first; chain: the files that named it as a base.
+    Each value is a (value, file) pair."""
+    if os.path.isdir(path):
+        raise ConfigError(f"{path} is a folder, not a config file (name a file such as config/cpu_parcae.py)")
     if not os.path.isfile(path):
         named_by = f" (the base of {chain[-1]})" if chain else " (expected a path such as config/gpt_140m.py)"
         raise ConfigError(f"config file not found: {path}{named_by}")
@@ -49,6 +67,8 @@ def _read_file(path, chain=()):
     ns = {}
     try:
         exec(compile(open(path).read(), path, 'exec'), ns)
+    except SystemExit as e:  # exit() in a config would end the run silently
+        raise ConfigError(f"config file {path} called sys.exit({e.code!r}); a config file only assigns settings")
     except Exception as e:  # a broken config file is the user's to fix: say where
         raise ConfigError(f"config file {path} failed to run: {type(e).__name__}: {e}")
     own = {k: v for k, v in ns.items() if not k.startswith('_')
@@ -60,18 +80,20 @@ def _read_file(path, chain=()):
     settings = {}
     for b in bases:
         settings.update(_read_file(os.path.join(os.path.dirname(path), b), chain + (path,)))
-    return {**settings, **own}
+    return {**settings, **{k: (v, path) for k, v in own.items()}}
 
 
 def parse_args(argv):
-    """Config files and --key=value pairs, in order, into one dict of settings."""
-    given = {}
+    """Config files and --key=value pairs, in order, into one dict of settings (a Settings)."""
+    given = Settings()
     for arg in argv:
         if arg in ('-h', '--help'):  # the script's own docstring is its usage
             print((sys.modules['__main__'].__doc__ or '').strip())
             sys.exit(0)
         if not arg.startswith('--'):
-            given.update(_read_file(arg))
+            for k, (v, path) in _read_file(arg).items():
+                given[k], given.origin[k] = v, path
+                given.raw.pop(k, None)
             continue
         key, eq, val = arg[2:].partition('=')
         if not eq or not key:
@@ -80,17 +102,24 @@ def parse_args(argv):
             given[key] = ast.literal_eval(val)
         except (ValueError, SyntaxError):
             given[key] = val
+        given.origin.pop(key, None)
+        given.raw[key] = val
     return given
 
 
 def check(given, known):
-    """Every given key must be known; every value must have its default's type (None: any type)."""
-    for key, val in given.items():
+    """Every given key must be known; every value must have its default's type (None: any type).
+    A str key given on the command line takes the text as typed (--start=123, --candidates=None)."""
+    origin, raw = getattr(given, 'origin', {}), getattr(given, 'raw', {})
+    for key, val in list(given.items()):
+        where = f" in {origin[key]}" if key in origin else ""
         if key not in known:
             close = difflib.get_close_matches(key, list(known), n=3)
             hint = f" (did you mean: {', '.join(close)}?)" if close else f" (known keys: {', '.join(sorted(known))})"
-            raise ConfigError(f"unknown config key '{key}'{hint}")
+            raise ConfigError(f"unknown config key '{key}'{where}{hint}")
         default = known[key]
+        if isinstance(default, str) and not isinstance(val, str) and key in raw:
+            given[key] = val = raw[key]
         if default is None or val is None:
             continue
         if isinstance(default, bool) or isinstance(val, bool):
@@ -102,7 +131,7 @@ def check(given, known):
         else:
             ok = isinstance(val, type(default))
         if not ok:
-            raise ConfigError(f"config key '{key}' expects {type(default).__name__} (default {default!r}), "
+            raise ConfigError(f"config key '{key}'{where} expects {type(default).__name__} (default {default!r}), "
                               f"got {type(val).__name__} {val!r}")
         if isinstance(default, float) and not isinstance(val, bool):
             given[key] = float(val)
@@ -174,6 +203,12 @@ def check_settings(cfg):
 
 
 # ----------------------------------------------------------------------------- the data a config names
+def prepare_hint(dataset):
+    """The command that makes data/<dataset>."""
+    import prepare_data   # tiktoken and requests: only when a hint is needed
+    return prepare_data.prepare_command(dataset)
+
+
 def read_meta(cfg):
     """The dataset's meta.json (None when there is none); it must be JSON with a vocab_size."""
     path = os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json')
@@ -182,9 +217,9 @@ def read_meta(cfg):
     try:
         meta = json.load(open(path, encoding='utf-8'))
     except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path} is not valid JSON ({e}): re-run python prepare_data.py {cfg['dataset']}")
+        raise ConfigError(f"{path} is not valid JSON ({e}): re-run {prepare_hint(cfg['dataset'])}")
     if not isinstance(meta, dict) or not isinstance(meta.get('vocab_size'), int) or meta['vocab_size'] <= 0:
-        raise ConfigError(f"{path} lacks a positive integer vocab_size: re-run python prepare_data.py {cfg['dataset']}")
+        raise ConfigError(f"{path} lacks a positive integer vocab_size: re-run {prepare_hint(cfg['dataset'])}")
     return meta
 
 
@@ -213,7 +248,7 @@ def dataset_vocab(cfg, meta):
     if cfg['vocab_size'] is None:
         if need is None:
             raise ConfigError(f"vocab_size is not set and {cfg['data_dir']}/{cfg['dataset']}/meta.json does not exist; "
-                              f"set --vocab_size or prepare the data (python prepare_data.py {cfg['dataset']})")
+                              f"set --vocab_size or prepare the data ({prepare_hint(cfg['dataset'])})")
         return need, mid
     if need is not None and cfg['vocab_size'] < need:
         raise ConfigError(f"vocab_size {cfg['vocab_size']} is smaller than the data needs ({need}, dataset '{cfg['dataset']}')")

@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import inspect
 import os
+import shutil
 import time
 from contextlib import nullcontext
 
@@ -39,14 +40,26 @@ def model_fields(name):
     return {f.name: f.default if f.default is not dataclasses.MISSING else None for f in dataclasses.fields(cfg_cls)}
 
 
+# train.py's shape defaults: they apply to a model that has such a field, and a model without
+# one refuses the key when it is given
+SHAPE_KEYS = ('n_layer', 'n_head', 'n_embd', 'dropout')
+
+
 def resolve_config(argv, with_given=False):
     """train.py's defaults < config files < --key=value, checked against train.py's keys and the
-    model's fields (with_given: also the settings the user gave, config files included)."""
+    model's fields (with_given: also the settings the user gave, config files included). A given
+    shape key the model has no field for is refused: it would change nothing."""
     defaults = train_defaults()
     given = parse_args(argv)
     name = given.get('model', defaults['model'])
-    known = {**model_fields(name), **defaults}
+    fields = model_fields(name)
+    known = {**fields, **defaults}
     cfg = {**defaults, **check(given, known)}
+    unused = [k for k in given if k in SHAPE_KEYS and k not in fields]
+    if unused:
+        k = unused[0]
+        raise ConfigError(f"the {name} model has no '{k}' (given {given.where(k)}), so it would change nothing; "
+                          f"its own keys: {', '.join(fields)}")
     return (cfg, given) if with_given else cfg
 
 
@@ -64,6 +77,19 @@ def knob_names(model):
     """The runtime knobs a model's forward accepts (Parcae num_recur, TextNCA Ts, FON holes...)."""
     params = inspect.signature(model.forward).parameters
     return [p for p in params if p not in ('idx', 'targets')]
+
+
+DEPTH_KNOBS = ('num_recur', 'Ts')   # loop depths: Parcae's recurrences, TextNCA's NCA steps
+
+
+def check_knobs(knobs):
+    """One rule for a loop depth in every tool and on every path (forward or decode): an int >= 1
+    (None: the model's default)."""
+    for k in DEPTH_KNOBS:
+        v = knobs.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise ConfigError(f"{k} is a loop depth: it must be an integer >= 1, got {v!r}")
+    return knobs
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -114,10 +140,52 @@ def load_checkpoint(path, device='cpu'):
 
 
 def save_checkpoint(path, ckpt):
-    """Atomic: a crash mid-write leaves the previous ckpt.pt whole."""
+    """Atomic: a crash, a full disk or Ctrl-C mid-write leaves the previous ckpt.pt whole and no
+    temporary file. A write that fails is one line (ConfigError) with the file and the space it needed."""
     tmp = path + '.tmp'
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)
+    errors = []
+    try:
+        with open(tmp, 'wb') as f:
+            torch.save(ckpt, _Writer(f, errors))
+        os.replace(tmp, path)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        e = errors[0] if errors else e   # torch reports a failed write as "unexpected pos"
+        if not isinstance(e, (OSError, RuntimeError)):
+            raise
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
+        kept = f"{path} still holds the previous checkpoint" if os.path.exists(path) else f"there is no {path} yet"
+        raise ConfigError(f"cannot write {tmp}: {getattr(e, 'strerror', None) or str(e).splitlines()[0][:200]} "
+                          f"(it needs about {tensor_bytes(ckpt) / 2**20:.1f} MiB, {free / 2**20:.1f} MiB free); "
+                          f"removed it, {kept}") from None
+
+
+class _Writer:
+    """A file's write that keeps the OSError torch.save would turn into a RuntimeError."""
+    def __init__(self, f, errors):
+        self.f, self.errors = f, errors
+
+    def write(self, b):
+        try:
+            return self.f.write(b)
+        except OSError as e:
+            self.errors.append(e)
+            raise
+
+    def flush(self):
+        self.f.flush()
+
+
+def tensor_bytes(obj):
+    """The bytes of every tensor in a nested checkpoint: about what it takes on disk."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0
 
 
 # ----------------------------------------------------------------------------- devices

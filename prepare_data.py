@@ -62,6 +62,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -138,6 +139,8 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
                 if total and os.path.getsize(part) < total:
                     raise DataError(f'download of {url} stopped at {os.path.getsize(part)} of {total} bytes; '
                                     f'run the same command again to resume. {offline}')
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f'the partial download {part} resumes next time') from None
     except requests.RequestException as e:
         raise DataError(f'download of {url} failed ({error_line(e)}). {offline} '
                         f'(rerunning resumes a partial download)') from None
@@ -545,6 +548,18 @@ def dataset_dirname(name, tokenizer=None, vocab=None):
     return f'{name}_{tokenizer}' + (f'_{vocab}' if vocab is not None else '')
 
 
+def prepare_command(dirname):
+    """The command that makes data/<dirname>: dataset_dirname() read backwards."""
+    for name, (default, _, _) in SOURCES.items():
+        for tok in TOKENIZERS:
+            if dirname == dataset_dirname(name, tok):
+                return f'python prepare_data.py {name}' + (f' --tokenizer {tok}' if tok != default else '')
+        m = re.fullmatch(re.escape(name) + r'_gpt2_(\d+)', dirname)
+        if m:
+            return f'python prepare_data.py {name} --tokenizer gpt2 --vocab {m.group(1)}'
+    return f'python prepare_data.py {dirname} --input FILE'
+
+
 def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=None, vocab=None,
             n_train=100_000, n_val=6_000, shards=1, val_frac=0.1, quiet=False, max_train_tokens=None):
     """Write out_dir/<dataset_dirname(...)>/{train,val[,test]}.bin + meta.json; return the folder.
@@ -554,6 +569,9 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
                         f'--input FILE (a local text file)')
     if not re.fullmatch(r'[A-Za-z0-9_.-]+', name) or name.startswith('.'):
         raise DataError(f'dataset name {name!r} must be a plain folder name (letters, digits, _ . -)')
+    made = prepare_command(name)
+    if name not in SOURCES and not made.endswith('--input FILE'):   # NAME_byte made as char would lie
+        raise DataError(f'{name!r} is the folder that {made} writes; run that (with --input FILE to read a local copy)')
     default = SOURCES[name][0] if name in SOURCES else 'char'
     tokenizer = tokenizer or default
     if tokenizer not in TOKENIZERS:
@@ -645,23 +663,20 @@ def _encoder(tokenizer, enc, splits, meta):
 
 
 def _write(dest, tokens, answers, meta, quiet, cap=None):
-    """The .bin files (and {split}_answers.bin of answers) through temporary names, then meta.json
-    last: a folder with a meta.json is complete. tokens: split -> iterator of uint16 arrays;
-    cap: train.bin stops after this many tokens (the rest is never encoded)."""
-    os.makedirs(dest, exist_ok=True)
-    if os.path.exists(os.path.join(dest, 'meta.json')):
-        os.remove(os.path.join(dest, 'meta.json'))
-    for s in ('train', 'val', 'test'):
-        path = os.path.join(dest, f'{s}.bin')
-        if s not in tokens:
-            if os.path.exists(path):
-                os.remove(path)
-            continue
-        tmp = f'{path}.tmp{os.getpid()}'
-        n = 0
-        try:
-            with open(tmp, 'wb') as f, tqdm(desc=f'{os.path.basename(dest)}/{s}.bin', unit='tok',
-                                            unit_scale=True, disable=quiet) as bar:
+    """The dataset in a new folder beside dest (.NAME.new<pid>), meta.json last, then swapped in
+    for dest whole: a failure or Ctrl-C part-way leaves the previous dataset as it was. tokens:
+    split -> iterator of uint16 arrays; cap: train.bin stops after this many tokens (the rest is
+    never encoded)."""
+    parent, name = os.path.split(os.path.abspath(dest))
+    new, old = os.path.join(parent, f'.{name}.new{os.getpid()}'), os.path.join(parent, f'.{name}.old{os.getpid()}')
+    os.makedirs(new)
+    try:
+        for s in ('train', 'val', 'test'):
+            if s not in tokens:
+                continue
+            n = 0
+            with open(os.path.join(new, f'{s}.bin'), 'wb') as f, \
+                    tqdm(desc=f'{name}/{s}.bin', unit='tok', unit_scale=True, disable=quiet) as bar:
                 for ids in tokens[s]:
                     if s == 'train' and cap:
                         ids = ids[:cap - n]
@@ -671,18 +686,26 @@ def _write(dest, tokens, answers, meta, quiet, cap=None):
                     if s == 'train' and n == cap:
                         break
             if n < 2:
-                raise DataError(f'the {s} split has {n} tokens; the input is too small to split')
-            os.replace(tmp, path)
+                raise DataError(f'the {s} split has {n} tokens; the input is too small to split'
+                                + (f' ({dest} is unchanged)' if os.path.isdir(dest) else ''))
             if s in answers:
-                answers[s].tofile(os.path.join(dest, f'{s}_answers.bin'))
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        meta[f'{s}_tokens'] = n
-    tmp = os.path.join(dest, f'meta.json.tmp{os.getpid()}')
-    with open(tmp, 'w') as f:
-        json.dump(meta, f, indent=1, ensure_ascii=False)
-    os.replace(tmp, os.path.join(dest, 'meta.json'))
+                answers[s].tofile(os.path.join(new, f'{s}_answers.bin'))
+            meta[f'{s}_tokens'] = n
+        with open(os.path.join(new, 'meta.json'), 'w') as f:
+            json.dump(meta, f, indent=1, ensure_ascii=False)
+        if os.path.isdir(dest):
+            os.replace(dest, old)
+        try:
+            os.replace(new, dest)
+        except BaseException:
+            if os.path.isdir(old):
+                os.replace(old, dest)
+            raise
+    finally:
+        if os.path.isdir(new):
+            shutil.rmtree(new)
+    if os.path.isdir(old):
+        shutil.rmtree(old)
     if not quiet:
         counts = ', '.join(f'{s} {meta[s + "_tokens"]:,}' for s in ('train', 'val', 'test') if s + '_tokens' in meta)
         print(f'wrote {dest}: {meta["tokenizer"]} tokenizer, vocab_size {meta["vocab_size"]}, tokens: {counts}')
@@ -710,9 +733,9 @@ def main(argv=None):
     except (DataError, OSError) as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        print('error: interrupted (a partial download stays as .part and resumes next time)', file=sys.stderr)
-        sys.exit(2)
+    except KeyboardInterrupt as e:   # _write swaps a dataset in only whole
+        print(f"interrupted: {e.args[0] if e.args else 'any previous dataset there is unchanged'}", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == '__main__':

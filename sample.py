@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from configurator import ConfigError, check, parse_args
 from prepare_data import DataError, get_tokenizer
-from models import knob_names, load_checkpoint, resolve_device
+from models import check_knobs, knob_names, load_checkpoint, resolve_device
 
 DEFAULTS = dict(
     out_dir='out',
@@ -117,6 +117,7 @@ def infill_causal(model, encode, decode, prefix, suffix, args, g, knobs, dev):
     suf = encode(suffix)
     scored = []
     for span in spans:
+        check_length(model, len(pre + span + suf) - 1, "the infill text (prefix + span + suffix)")
         ids = torch.tensor([pre + span + suf], device=dev)
         scored.append((sequence_logprob(model, ids, len(pre), knobs).item(), span))
     scored.sort(key=lambda s: -s[0])
@@ -133,12 +134,34 @@ def infill_holes(model, encode, decode, parts, mask_id, args, g, knobs, dev):
         if i < len(parts) - 1:
             ids.append(mask_id)
             holes.append(True)
+    check_length(model, len(ids), "the infill text")
     idx = torch.tensor([ids], device=dev)
     hole_mask = torch.tensor([holes], device=dev)
     logits, _ = model(idx, holes=hole_mask, **knobs)
     fill = sample_logits(logits[0][hole_mask[0]], args['temperature'], args['top_k'], g)
     idx[hole_mask] = fill
     return decode(idx[0].tolist())
+
+
+def check_ids(ids, model, meta, decode):
+    """Prompt ids the model has embeddings for: the battery's MASK token ('_') is outside a
+    causal model's vocabulary."""
+    vocab = model.config.vocab_size
+    bad = [i for i in ids if i >= vocab]
+    if bad:
+        tok = meta.get('mask_token') if bad[0] == meta.get('mask_id') else None
+        what = f"the MASK token {tok!r} (id {bad[0]})" if tok else f"token id {bad[0]}"
+        raise ConfigError(f"the prompt holds {what}, outside this {type(model).__name__}'s vocabulary of {vocab}: "
+                          f"drop it" + (", or mark a hole with --infill=True --mask=..." if tok else ""))
+    return ids
+
+
+def check_length(model, n, what):
+    """A text of n tokens fits a learned position table (the only length limit of a full forward)."""
+    rows = position_rows(model)
+    if rows is not None and n > rows:
+        raise ConfigError(f"{what} is {n} tokens, longer than this {type(model).__name__}'s learned position table "
+                          f"({rows} rows): shorten it")
 
 
 def check_args(args):
@@ -158,8 +181,7 @@ def main(argv):
     knobs = {}
     try:
         given = parse_args(argv)
-        base = {k: v for k, v in given.items() if k in DEFAULTS}
-        args = {**DEFAULTS, **check(base, DEFAULTS)}
+        args = {**DEFAULTS, **check(given.pick(DEFAULTS), DEFAULTS)}
         check_args(args)
         model, ckpt = load_checkpoint(args['out_dir'], args['device'])
         knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
@@ -167,6 +189,7 @@ def main(argv):
         if bad:
             raise ConfigError(f"unknown key(s) {', '.join(bad)}: neither a sample.py key ({', '.join(DEFAULTS)}) "
                               f"nor a knob of the {ckpt['model_name']} model ({', '.join(knob_names(model)) or 'none'})")
+        check_knobs(knobs)
         meta = ckpt.get('meta')
         if not isinstance(meta, dict) or 'tokenizer' not in meta:
             raise ConfigError(f"the checkpoint in {args['out_dir']} carries no tokenizer (meta['tokenizer']): "
@@ -175,9 +198,10 @@ def main(argv):
 
         def encode(text):  # characters outside a char vocabulary: one line, not a traceback
             try:
-                return encode_raw(text)
+                ids = encode_raw(text)
             except ValueError as e:
                 raise ConfigError(f"the prompt cannot be encoded with the {meta['tokenizer']} tokenizer: {e}")
+            return check_ids(ids, model, meta, decode)
         start = args['start']
         if start.startswith('FILE:'):
             path = start[5:]
@@ -219,6 +243,12 @@ def main(argv):
     except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except BrokenPipeError:   # | head: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
     except (TypeError, ValueError) as e:   # a knob value the model rejects
         if not knobs:
             raise

@@ -13,12 +13,15 @@ block_size tokens on any number of processes: torchrun shares them out (gradient
 
 A new run never replaces a trained one: into an out_dir that holds ckpt.pt it needs
 --init_from=resume (continue), another --out_dir, or --overwrite=True. --eval_only=True writes nothing.
+A mistake is one line, `error: ...` (exit 2); under torchrun it is printed above torchrun's own
+ChildFailedError report, which repeats the exit code only.
 """
 import dataclasses
 import functools
 import json
 import math
 import os
+import shutil
 import sys
 import time
 import zlib
@@ -26,8 +29,8 @@ import zlib
 import numpy as np
 import torch
 
-from configurator import (ConfigError, check_settings, check_tokens, dataset_vocab, fail, read_meta, split_batch,
-                          split_hint)
+from configurator import (ConfigError, check_settings, check_tokens, dataset_vocab, fail, prepare_hint, read_meta,
+                          split_batch, split_hint)
 from fon import make_holes
 from models import (build_model, check_device, configure_optimizers, knob_names, load_weights, model_classes,
                     model_fields, peak_flops, read_checkpoint, resolve_config, resolve_device, save_checkpoint,
@@ -100,10 +103,18 @@ DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isin
 
 
 # ----------------------------------------------------------------------------- the run folder
+# What a resumed run may set anew: how it runs, not what it trains (its data, batch, model,
+# optimizer, schedule and seed are the checkpoint's). The first five are this command's own; the
+# rest keep the checkpoint's value unless given.
+RUN_KEYS = ('out_dir', 'init_from', 'overwrite', 'eval_only', 'dry_run')
+CONTINUE_KEYS = RUN_KEYS + ('max_iters', 'eval_interval', 'log_interval', 'eval_iters', 'always_save_checkpoint',
+                            'data_dir', 'device', 'dtype', 'compile', 'tf32')
+
+
 def prepare_out_dir(cfg, given):
     """The checkpoint to resume (None for a new run), after the checks that keep a trained run
-    safe: a new run never replaces out_dir's ckpt.pt unless told to, and a resumed run keeps the
-    checkpoint's model, so model settings given now that differ from it stop here. Writes nothing."""
+    safe: a new run never replaces out_dir's ckpt.pt unless told to, and a resumed run continues
+    the run in the checkpoint, so a setting given now that differs from it stops here. Writes nothing."""
     ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
     if cfg['init_from'] != 'resume':
         if os.path.exists(ckpt_path) and cfg['eval_only']:
@@ -121,22 +132,71 @@ def prepare_out_dir(cfg, given):
     if missing:
         raise ConfigError(f"{ckpt_path} cannot be resumed (it lacks {', '.join(missing)}); "
                           f"start a new run from its weights with --init_from={cfg['out_dir']} --out_dir=...")
-    if ckpt['model_name'] != cfg['model']:
+    if 'model' in given and ckpt['model_name'] != cfg['model']:
         raise ConfigError(f"{ckpt_path} holds a '{ckpt['model_name']}' model but this config builds '{cfg['model']}'")
-    args = ckpt['model_args']
-    mine = {k: v for k, v in given.items() if k in args and v is not None}   # None: derived, as it was
-    try:    # compared as the model config holds them (derived fields, an int for a per-layer tuple)
+    cfg['model'] = ckpt['model_name']
+    differ = changed_settings(cfg, given, ckpt)
+    if differ:
+        raise ConfigError(f"resume continues the run in {ckpt_path}, and these settings differ from it: " +
+                          ', '.join(differ) + f"; drop them, or start a new run in another --out_dir (a resumed "
+                          f"run may change only {', '.join(CONTINUE_KEYS[5:])})")
+    run = {**DEFAULTS, **model_fields(cfg['model']), **ckpt['config'], **ckpt['model_args']}
+    for k in list(cfg) + list(model_fields(cfg['model'])):
+        if k in run and not (k in RUN_KEYS or (k in CONTINUE_KEYS and k in given)):
+            cfg[k] = run[k]
+    return ckpt
+
+
+def changed_settings(cfg, given, ckpt):
+    """'key=now (checkpoint: then)' for each given setting outside CONTINUE_KEYS that differs from
+    the checkpoint's run; None stands for a value derived as it was. Model fields are compared
+    as the model config holds them (derived fields, an int for a per-layer tuple)."""
+    args, run = ckpt['model_args'], {**DEFAULTS, **ckpt['config']}
+    mine = {k: v for k, v in given.items() if k in args and v is not None}
+    try:
         c = model_classes(cfg['model'])[1](**{**args, **mine})
         now = {k: getattr(c, k) for k in mine}
     except (ValueError, TypeError, AssertionError, ZeroDivisionError):
         now = mine
-    differ = [k for k in mine if now[k] != args[k]]
-    if differ:
-        raise ConfigError("resume keeps the checkpoint's model, and these settings differ from it: " +
-                          ', '.join(f"{k}={given[k]!r} (checkpoint: {args[k]!r})" for k in differ) +
-                          "; drop them, or start a new run in another --out_dir")
-    cfg.update({k: v for k, v in args.items() if k in cfg or k in model_fields(cfg['model'])})
-    return ckpt
+    differ = {k: args[k] for k in mine if now[k] != args[k]}
+    differ.update({k: run[k] for k, v in given.items() if k not in args and k not in CONTINUE_KEYS
+                   and k in run and v is not None and v != run[k]})
+    return [f"{k}={given[k]!r} (checkpoint: {then!r})" for k, then in differ.items()]
+
+
+def checkpoint_stamp(cfg):
+    """What says whether out_dir's ckpt.pt changed: (size, mtime), None when there is none."""
+    try:
+        st = os.stat(os.path.join(cfg['out_dir'], 'ckpt.pt'))
+        return st.st_size, st.st_mtime_ns
+    except OSError:     # none there, or out_dir is not a folder (claim_out_dir says so)
+        return None
+
+
+def claim_out_dir(cfg, stamp):
+    """Hold out_dir/.lock for the life of this process, so that one run writes a folder; a run that
+    finished meanwhile (its ckpt.pt is not the one checked) stops this one. Returns the lock file."""
+    import fcntl
+    try:
+        os.makedirs(cfg['out_dir'], exist_ok=True)
+        lock = open(os.path.join(cfg['out_dir'], '.lock'), 'a+')
+    except OSError as e:
+        raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        pid = lock.read().strip() or 'unknown'
+        raise ConfigError(f"out_dir {cfg['out_dir']} is in use by pid {pid} (another train.py run); "
+                          f"wait for it to end or pick another --out_dir")
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    if checkpoint_stamp(cfg) != stamp:
+        raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} changed while this run started (another run "
+                          f"wrote it); run the command again")
+    return lock
 
 
 def trim_log(path, iter_num):
@@ -156,6 +216,19 @@ def trim_log(path, iter_num):
         f.writelines(keep)
     os.replace(path + '.tmp', path)
 
+
+
+def cpu_threads():
+    """Threads for a CPU run when OMP_NUM_THREADS is unset: the cores the load leaves idle, at
+    least one. On a shared 2-core machine under load, torch's default (every core) spun against
+    the other jobs: 835 vs 288 ms/iter for the default run with 2 threads vs 1."""
+    if 'OMP_NUM_THREADS' in os.environ:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+    per_process = int(os.environ.get('LOCAL_WORLD_SIZE', 1))     # torchrun's CPU ranks share the cores
+    n = max(1, min(torch.get_num_threads(), (cores - round(os.getloadavg()[0])) // per_process))
+    torch.set_num_threads(n)
+    return f"{n} CPU thread(s) of {cores} cores at load {os.getloadavg()[0]:.1f} (set OMP_NUM_THREADS to choose)"
 
 
 def print_sizes(cfg):
@@ -193,14 +266,14 @@ def load_data(cfg, master, ddp):
             torch.distributed.barrier()
     meta = read_meta(cfg)
     if meta is None:
-        raise ConfigError(f"{ds_dir}/meta.json not found: prepare the data first (python prepare_data.py {cfg['dataset']})")
+        raise ConfigError(f"{ds_dir}/meta.json not found: prepare the data first ({prepare_hint(cfg['dataset'])})")
     cfg['vocab_size'], mask = dataset_vocab(cfg, meta)
     streams = data_streams(cfg)
     for name, path in streams.items():
         if not os.path.isfile(path):
             need = cfg['synth_dataset'] if name.startswith('synth') else cfg['dataset']
-            raise ConfigError(f"{path} not found: prepare the data first (python prepare_data.py {need})"
-                              if name != 'synth_train' else f"{path} not found: p_synth needs python prepare_data.py {need}")
+            raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(need)})"
+                              if name != 'synth_train' else f"{path} not found: p_synth needs {prepare_hint(need)}")
         check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'])
     return meta, streams, mask
 
@@ -349,12 +422,82 @@ def save_run(cfg, model, opts, scaler, meta, it, best_val):
 
 
 def diverged(what, cfg, last_good):
-    fail(f"{what}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} still holds the last good state (iter {last_good}); "
-         f"resume with --init_from=resume and a lower learning_rate")
+    ckpt = os.path.join(cfg['out_dir'], 'ckpt.pt')
+    if last_good is None:
+        fail(f"{what}, before the first checkpoint: lower learning_rate and start again with --overwrite=True")
+    fail(f"{what}; {ckpt} still holds the last good state (iter {last_good}): start from it with a lower "
+         f"learning_rate, --init_from={cfg['out_dir']} --out_dir=NEW (a resumed run keeps its recipe)")
 
+
+def interrupted(run):
+    """Ctrl-C: one line with the iteration reached and the command that continues; exit 130."""
+    cfg, it, last_good = run.get('cfg'), run.get('iter'), run.get('last_good')
+    where = f" at iter {it}" if it is not None else ""
+    if int(os.environ.get('RANK', 0)) != 0:
+        sys.exit(130)
+    if cfg is None or cfg['eval_only']:
+        print(f"interrupted{where} (nothing was written)", file=sys.stderr)
+    elif last_good is None:
+        back = run.get('aside') and give_back(cfg, run['aside'])
+        print(f"interrupted{where}, before the first checkpoint: nothing to resume" +
+              ("; the run --overwrite was to replace is back in place" if back else ""), file=sys.stderr)
+    else:
+        print(f"interrupted{where}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good}: "
+              f"continue with python train.py --init_from=resume --out_dir={cfg['out_dir']}", file=sys.stderr)
+    sys.exit(130)
+
+
+ASIDE = 'replaced'   # out_dir/replaced/: the run that --overwrite replaces, until the new one has a checkpoint
+
+
+def set_aside(cfg):
+    """--overwrite over a trained run: move its files whole into out_dir/replaced/, where they stay
+    until this run writes its first checkpoint. None when there is nothing to set aside."""
+    out = cfg['out_dir']
+    if not os.path.exists(os.path.join(out, 'ckpt.pt')):
+        return None
+    aside = os.path.join(out, ASIDE)
+    if os.path.exists(aside):
+        raise ConfigError(f"{aside} holds a run that an interrupted --overwrite set aside: move it back into "
+                          f"{out} or delete it, then run again")
+    os.makedirs(aside)
+    for name in os.listdir(out):
+        if name not in ('.lock', ASIDE):
+            os.replace(os.path.join(out, name), os.path.join(aside, name))
+    return aside
+
+
+def give_back(cfg, aside):
+    """Undo set_aside: this run's files go and the replaced run's come back. True when done."""
+    out = cfg['out_dir']
+    try:
+        for name in os.listdir(out):
+            if name not in ('.lock', ASIDE):
+                path = os.path.join(out, name)
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        for name in os.listdir(aside):
+            os.replace(os.path.join(aside, name), os.path.join(out, name))
+        os.rmdir(aside)
+        return True
+    except OSError:
+        return False
 
 
 def main(argv):
+    run = {}    # how far the run got: what Ctrl-C or a failure before the first checkpoint reports
+    try:
+        train(argv, run)
+    except KeyboardInterrupt:
+        interrupted(run)
+    except BaseException:
+        if run.get('aside') and run.get('last_good') is None:
+            give_back(run['cfg'], run['aside'])
+        raise
+
+
+def train(argv, run):
+    """One run, as its config says; run gets cfg, iter, last_good (the last checkpoint's
+    iteration) and aside (the folder a replaced run waits in) as they become known."""
     try:
         cfg, given = resolve_config(argv, with_given=True)
         check_settings(cfg)
@@ -371,9 +514,11 @@ def main(argv):
         if ddp and dev.startswith('cuda'):
             dev = f'cuda:{local_rank}'
             check_device(dev)
+        stamp = checkpoint_stamp(cfg)
+        ckpt = prepare_out_dir(cfg, given)
+        run.update(cfg=cfg, last_good=ckpt['iter_num'] if ckpt else None)
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world))
-        ckpt = prepare_out_dir(cfg, given)
     except ConfigError as e:
         fail(e)
     if ddp:
@@ -385,6 +530,7 @@ def main(argv):
     device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
     use_compile = cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda'
     torch.manual_seed(cfg['seed'] + rank)
+    threads = cpu_threads() if device_type == 'cpu' else None
     tf32 = device_type == 'cuda' and use_tf32(cfg, ptdtype)
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
@@ -402,9 +548,10 @@ def main(argv):
             load_weights(raw_model, src['model'], cfg['init_from'])
         log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
         if master and not cfg['eval_only']:   # a new run starts its own log; a resumed one trims its log to the checkpoint
+            lock = claim_out_dir(cfg, stamp)    # noqa: F841 (held until the process ends)
             try:
-                os.makedirs(cfg['out_dir'], exist_ok=True)
                 if ckpt is None:
+                    run['aside'] = set_aside(cfg)
                     open(log_path, 'w').close()
                 else:
                     trim_log(log_path, ckpt['iter_num'])
@@ -426,6 +573,7 @@ def main(argv):
         scaler.load_state_dict(ckpt['scaler'])
         torch.set_rng_state(ckpt['rng'][rank % len(ckpt['rng'])])
         iter_num, best_val = ckpt['iter_num'], ckpt['best_val_loss']
+    resumed = ckpt is not None
     del ckpt    # its tensors
     model = torch.compile(raw_model) if use_compile else raw_model
     if ddp:
@@ -442,14 +590,18 @@ def main(argv):
         print(f"model {cfg['model']}: {raw_model.num_params():,} parameters, {tokens_per_iter:,} tokens/iter "
               f"({world} x {accum} x {micro_batch} x {cfg['block_size']}), device {dev}, "
               f"dtype {str(ptdtype)[6:]}, tf32 {tf32}, compile {use_compile}, world {world}")
+        if threads:
+            print(threads)
         print(f"mfu against {peak / 1e12:.3g} TFLOP/s: " + ("the spec sheet's dense peak" if spec else
               "the best matmul rate measured now, raised to any faster rate this run reaches (so at most 100%)"))
 
     # --- the loop
     model.train()
     t0 = time.time()
-    last_good, first_iter = None, iter_num
+    last_good, first_iter = iter_num if resumed else None, iter_num
+    run['last_good'] = last_good
     while True:
+        run['iter'] = iter_num
         lr = set_schedule(opts, iter_num, cfg)
         # a resumed run evaluates where it starts, as its log was trimmed there
         if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
@@ -465,8 +617,13 @@ def main(argv):
                 diverged(f"eval loss is not finite at iter {iter_num}", cfg, last_good)
             if losses['val'] < best_val or cfg['always_save_checkpoint']:
                 best_val = min(best_val, losses['val'])
-                save_run(cfg, raw_model, opts, scaler, meta, iter_num, best_val)
-                last_good = iter_num
+                try:
+                    save_run(cfg, raw_model, opts, scaler, meta, iter_num, best_val)
+                except ConfigError as e:
+                    fail(e)
+                last_good = run['last_good'] = iter_num
+                if run.get('aside'):   # this run has a checkpoint: the one it replaces goes
+                    shutil.rmtree(run.pop('aside'), ignore_errors=True)
         if iter_num >= cfg['max_iters']:
             break
 
@@ -513,6 +670,9 @@ def main(argv):
                   f"{rec['tokens_per_s']:.0f} tok/s, mfu {100 * rec['mfu']:.2f}%{extra}")
             log_jsonl(log_path, rec)
         iter_num += 1
+    if master and not cfg['eval_only']:
+        print(f"done: {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good} (best val loss {best_val:.4f}); "
+              f"next: python sample.py --out_dir={cfg['out_dir']}  or  python -m tools.eval --out_dir={cfg['out_dir']}")
 
     if ddp:
         # leave together, and free DDP (which holds the process group) before the group goes: a

@@ -9,6 +9,7 @@ checked byte for byte.
 import hashlib
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -19,6 +20,10 @@ from conftest import ROOT, make_char_dataset, run_script
 
 TINY = ['--dataset=tiny', '--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=4',
         '--eval_iters=1', '--compile=False', '--max_iters=0']
+BARE = ['--dataset=tiny', '--block_size=16', '--batch_size=4', '--eval_iters=1', '--compile=False', '--max_iters=0']
+PARCAE = ['--model=parcae', '--n_embd=64', '--n_head=2', '--head_dim=32', '--n_prelude=1', '--n_recur_layers=1',
+          '--n_coda=1', '--mean_recurrence=2', '--mean_backprop_depth=1']
+TEXTNCA = ['--model=textnca', '--n_embd=16', '--n_head=2', '--d_ff=32', '--windows=(4, 8)', '--Ts=2']
 
 
 def cases(d):
@@ -52,15 +57,32 @@ def cases(d):
         (['--dataset=novocab'], 'lacks a positive integer vocab_size'),
         (['--dataset=missing'], 'prepare the data first'),
         (['--block_size=100000'], 'fewer than the 100002 needed; lower --block_size'),
-        (['--p_synth=0.5', '--synth_dataset=nosynth'], 'p_synth needs python prepare_data.py nosynth'),
+        (['--p_synth=0.5', '--synth_dataset=nosynth'], 'p_synth needs python prepare_data.py nosynth --input FILE'),
         ([f'--out_dir={d}/afile'], 'cannot write to out_dir'),
         ([f'--init_from={d}/nowhere'], 'no checkpoint at'),
         ([f'--init_from={d}/truncated'], 'is unreadable'),
-        ([f'--init_from={d}/run', '--n_embd=32'], 'do not fit this config\'s GPT: size mismatch for'),
+        ([f'--init_from={d}/run', '--n_embd=32'], 'do not fit this GPT: size mismatch for'),
         (['--mask_id=-1', '--p_fill=0.5'], 'mask_id must be None or a token id >= 0'),
         (['--compile=maybe'], "compile must be None or bool, got 'maybe'"),
         (['--out_dir='], "out_dir must name a folder"),
         ([f'--data_dir={d}/afile/data', '--dataset=synthetic'], 'cannot write the synthetic data under data_dir'),
+        (['--dataset=shakespeare_byte'], 'prepare the data first (python prepare_data.py shakespeare --tokenizer byte)'),
+        (['--dataset=fineweb_edu_gpt2_32768'], 'python prepare_data.py fineweb_edu --tokenizer gpt2 --vocab 32768'),
+        ([f'{d}/badkey.py'], f"unknown config key 'lerning_rate' in {d}/badkey.py"),
+        ([f'{d}/exits.py'], f"config file {d}/exits.py called sys.exit(0)"),
+        ([f'{d}/badtype.py'], f"config key 'max_iters' in {d}/badtype.py expects int"),
+        ([str(d)], 'is a folder, not a config file'),
+    ])]
+    # a key the chosen model has no field for would change nothing (train.py's shape defaults stay silent)
+    train += [('train.py', [data, *BARE, f'--out_dir={d}/new/m{k}', *args], msg) for k, (args, msg) in enumerate([
+        (['--model=parcae', '--n_layer=12'], "the parcae model has no 'n_layer' (given on the command line)"),
+        (['--model=parcae', '--dropout=0.1'], "the parcae model has no 'dropout'"),
+        (['--model=textnca', '--n_layer=3'], "the textnca model has no 'n_layer'"),
+        (['--model=workspace', '--n_layer=3'], "the workspace model has no 'n_layer'"),
+        (['--model=workspace', '--dropout=0.1'], "the workspace model has no 'dropout'"),
+        (['--model=fon', '--n_head=8'], "the fon model has no 'n_head'"),
+        (['--model=mamba2', '--n_head=8'], "the mamba2 model has no 'n_head'"),
+        ([f'{d}/parcae_layers.py'], f"the parcae model has no 'n_layer' (given in {d}/parcae_layers.py)"),
     ])]
     if not torch.cuda.is_available():
         train.append(('train.py', [data, *TINY, '--device=cuda'], "device 'cuda': this machine has no CUDA GPU"))
@@ -77,7 +99,18 @@ def cases(d):
         ([f'--out_dir={d}/empty', '--init_from=resume'], 'empty/ckpt.pt is unreadable (0 bytes'),
         ([f'--out_dir={d}/garbage', '--init_from=resume'], 'garbage/ckpt.pt is unreadable'),
         ([f'--out_dir={d}/foreign', '--init_from=resume'], 'is not a train.py checkpoint (it lacks model, model_name'),
+        # a resumed run continues the run in its checkpoint: its data, batch and recipe
+        ([run, '--init_from=resume', '--dataset=bigid'], "differ from it: dataset='bigid' (checkpoint: 'tiny')"),
+        ([run, '--init_from=resume', '--batch_size=8'], "differ from it: batch_size=8 (checkpoint: 4)"),
+        ([run, '--init_from=resume', '--learning_rate=0.01', '--seed=1'],
+         "learning_rate=0.01 (checkpoint: 0.001), seed=1 (checkpoint: 1337)"),
+        ([run, '--init_from=resume', f'{d}/otherdata.py'], "differ from it: dataset='bigid' (checkpoint: 'tiny')"),
     ]]
+    train.append(('train.py', [data, f'--out_dir={d}/run', '--init_from=resume', '--dataset=bigid'],
+                  "resume continues the run in"))
+    # a disk that fills during the checkpoint write: the file, the space, the previous ckpt.pt whole
+    train.append(('train.py:full_disk', [data, f'--out_dir={d}/full', '--init_from=resume', '--max_iters=2'],
+                  'cannot write ' + f'{d}/full/ckpt.pt.tmp: No space left on device (it needs about'))
     sample = [('sample.py', [run, *args], msg) for args, msg in [
         (['--num_samples=0'], 'num_samples must be >= 1'),
         (['--max_new_tokens=-1'], 'max_new_tokens must be >= 0'),
@@ -93,6 +126,15 @@ def cases(d):
         (['--start=ZEBRA'], 'cannot be encoded with the char tokenizer'),
         (['--num_recur=4'], 'unknown key(s) num_recur'),
         (['--top_k=many'], "config key 'top_k' expects int"),
+        ([f'--start={"the cat " * 10}[MASK] mat', '--infill=True', '--candidates=sat|ran'],
+         "longer than this GPT's learned position table (16 rows)"),
+    ]] + [('sample.py', [f'--out_dir={d}/synrun', *args], msg) for args, msg in [
+        (['--start=add 1_+2 ='], "the prompt holds the MASK token '_' (id"),
+    ]] + [('sample.py', [f'--out_dir={d}/{name}', *args], msg) for name, args, msg in [
+        ('parcae', ['--num_recur=0'], 'num_recur is a loop depth: it must be an integer >= 1, got 0'),
+        ('parcae', ['--num_recur=-1'], 'num_recur is a loop depth: it must be an integer >= 1, got -1'),
+        ('textnca', ['--Ts=0'], 'Ts is a loop depth: it must be an integer >= 1, got 0'),
+        ('textnca', ['--Ts=-3'], 'Ts is a loop depth: it must be an integer >= 1, got -3'),
     ]] + [('sample.py', [f'--out_dir={d}/{name}'], msg) for name, msg in [
         ('absent', 'no checkpoint at'), ('truncated', 'is unreadable'), ('empty', 'is unreadable (0 bytes'),
         ('garbage', 'is unreadable'), ('foreign', 'is not a train.py checkpoint'),
@@ -112,6 +154,10 @@ def cases(d):
         (['--dataset=badjson'], 'meta.json is not valid JSON'),
         (['--seed=abc'], "seed must be int, got 'abc'"),
         ([f'--out={d}/afile'], 'is a file; name a folder for the results'),
+    ]] + [('eval.py', [f'--out_dir={d}/{name}', *args], msg) for name, args, msg in [
+        ('parcae', ['--num_recur=0'], 'num_recur is a loop depth: it must be an integer >= 1, got 0'),
+        ('parcae', ['--sweep=num_recur=-1,1'], 'num_recur is a loop depth: it must be an integer >= 1, got -1'),
+        ('textnca', ['--Ts=0'], 'Ts is a loop depth: it must be an integer >= 1, got 0'),
     ]] + [('eval.py', args, msg) for args, msg in [
         ([f'--out_dir={d}/truncated'], 'is unreadable'),
         ([f'--out_dir={d}/garbage'], 'is unreadable'),
@@ -124,12 +170,45 @@ def cases(d):
     return train + sample + evals
 
 
+def full_disk(main, room=4096):
+    """main, run where every file models.py opens takes room bytes, then raises ENOSPC."""
+    import builtins
+    import errno
+
+    import models
+
+    class Full:
+        def __init__(self, f):
+            self.f, self.n = f, 0
+
+        def write(self, b):
+            self.n += len(b)
+            if self.n > room:
+                raise OSError(errno.ENOSPC, 'No space left on device')
+            return self.f.write(b)
+
+        def flush(self):
+            self.f.flush()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+
+    def run(args):
+        models.open = lambda *a, **k: Full(builtins.open(*a, **k))
+        main(args)
+    return run
+
+
 def drive(table_path):
     """Runs each case of the table in a forked child; prints [exit code, stderr] per case."""
     import sample
     from conftest import train_script
     from tools import eval as evaluate
-    mains = {'train.py': train_script().main, 'sample.py': sample.main, 'eval.py': evaluate.main}
+    mains = {'train.py': train_script().main, 'sample.py': sample.main, 'eval.py': evaluate.main,
+             'train.py:full_disk': full_disk(train_script().main)}
     results = []
     for k, (script, args) in enumerate(json.load(open(table_path))):
         err = f'{table_path}.{k}.err'
@@ -161,6 +240,18 @@ def workspace(tmp_path_factory):
     data = d / 'data'
     make_char_dataset(str(data), n_chars=4000)
     run_script('train.py', f'--data_dir={data}', *TINY, f'--out_dir={d}/run', '--max_iters=1')
+    for name, model in [('parcae', PARCAE), ('textnca', TEXTNCA)]:
+        run_script('train.py', f'--data_dir={data}', *BARE, *model, f'--out_dir={d}/{name}')
+    import prepare_data
+    prepare_data.prepare('synthetic', out_dir=str(data), n_train=300, n_val=30, quiet=True)
+    run_script('train.py', f'--data_dir={data}', *TINY, '--dataset=synthetic', f'--out_dir={d}/synrun')
+    (d / 'full').mkdir()
+    for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
+        (d / 'full' / name).write_bytes((d / 'run' / name).read_bytes())
+    for name, text in [('badkey', 'lerning_rate = 1e-3\n'), ('exits', 'import sys\nsys.exit(0)\n'),
+                       ('badtype', 'max_iters = "ten"\n'), ('otherdata', "dataset = 'bigid'\n"),
+                       ('parcae_layers', "model = 'parcae'\nn_layer = 12\n")]:
+        (d / f'{name}.py').write_text(text)
     good = (data / 'tiny' / 'train.bin').read_bytes()
     meta = (data / 'tiny' / 'meta.json').read_text()
     variants = {'odd': (good + b'\x01', meta), 'empty': (b'', meta),
@@ -195,7 +286,9 @@ def digest(path):
 def test_every_mistake_is_one_line(workspace):
     d = workspace
     table = cases(d)
-    before = {p: digest(p) for p in (d / 'run' / 'ckpt.pt', d / 'run' / 'log.jsonl')}
+    before = {p: digest(p) for p in (d / 'run' / 'ckpt.pt', d / 'run' / 'log.jsonl', d / 'run' / 'config.json',
+                                     d / 'full' / 'ckpt.pt', d / 'parcae' / 'ckpt.pt')}
+    before.update({p: digest(p) for p in (d / 'data' / 'tiny').iterdir()})
     path = d / 'table.json'
     path.write_text(json.dumps([[script, [str(a) for a in args]] for script, args, _ in table]))
     p = run_script(os.path.join('tests', 'test_errors.py'), path, timeout=600)
@@ -210,8 +303,96 @@ def test_every_mistake_is_one_line(workspace):
     assert before == {p: digest(p) for p in before}
     for name in ('absent', 'new'):
         assert not os.path.exists(d / name)
+    assert not os.path.exists(d / 'full' / 'ckpt.pt.tmp')
 
 
 if __name__ == '__main__':
     sys.path.insert(0, ROOT)
     drive(sys.argv[1])
+
+
+def one_line(p, msg, code=None):
+    """p failed (with code, when given) in at most three lines of stderr that say msg, no traceback."""
+    err = p.stderr if isinstance(p.stderr, str) else p.stderr.decode()
+    assert (p.returncode == code if code is not None else p.returncode != 0), (p.returncode, err)
+    assert 'Traceback' not in err and 1 <= len(err.strip().splitlines()) <= 3 and msg in err, err
+
+
+def start_train(d, *args):
+    import subprocess
+    cmd = [sys.executable, 'train.py', f'--data_dir={d}/data', *TINY, *args]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'})
+
+
+def interrupt_when(p, words):
+    """SIGINT p once its stdout shows a line with words; (returncode, stderr)."""
+    import signal
+    for line in p.stdout:
+        if words in line:
+            p.send_signal(signal.SIGINT)
+            break
+    p.stdout.read()
+    p.wait(timeout=120)
+    return p
+
+
+def test_two_runs_into_one_out_dir(workspace):
+    d = workspace
+    runs = [start_train(d, f'--out_dir={d}/race', '--max_iters=30', '--log_interval=1') for _ in range(2)]
+    for p in runs:
+        p.stdout.read()
+        p.wait(timeout=300)
+    ok = [p for p in runs if p.returncode == 0]
+    assert len(ok) == 1, [p.stderr.read() for p in runs]
+    loser = next(p for p in runs if p.returncode != 0)
+    loser.stderr = loser.stderr.read()
+    assert 'Traceback' not in loser.stderr and len(loser.stderr.strip().splitlines()) == 1, loser.stderr
+    assert re.search(r'is in use by pid \d+|holds a trained run|changed while this run started', loser.stderr)
+    iters = [json.loads(line)['iter'] for line in open(d / 'race' / 'log.jsonl') if '"train"' in line]
+    assert iters == list(range(30))
+
+
+def test_ctrl_c_names_the_iteration_and_the_resume_command(workspace):
+    d = workspace
+    p = interrupt_when(start_train(d, f'--out_dir={d}/ctrlc', '--max_iters=100000', '--log_interval=1',
+                                   '--eval_interval=5'), 'iter 12:')
+    p.stderr = p.stderr.read()
+    one_line(p, f'--init_from=resume --out_dir={d}/ctrlc', code=130)
+    assert re.search(r'interrupted at iter \d+; .*ckpt.pt holds iter \d+', p.stderr)
+    assert not os.path.exists(d / 'ctrlc' / 'ckpt.pt.tmp')
+
+
+def test_overwrite_interrupted_before_its_first_checkpoint_keeps_the_old_run(workspace):
+    d = workspace
+    src = d / 'run'
+    (d / 'old').mkdir()
+    for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
+        (d / 'old' / name).write_bytes((src / name).read_bytes())
+    before = {n: digest(d / 'old' / n) for n in os.listdir(d / 'old')}
+    # the first eval of a long eval set: interrupted before the new run saves anything
+    p = interrupt_when(start_train(d, f'--out_dir={d}/old', '--overwrite=True', '--eval_iters=100000'), 'mfu against')
+    p.stderr = p.stderr.read()
+    one_line(p, 'before the first checkpoint', code=130)
+    assert 'back in place' in p.stderr
+    assert {n: digest(d / 'old' / n) for n in os.listdir(d / 'old') if n != '.lock'} == before
+
+
+def test_digits_as_text_and_a_closed_pipe(workspace):
+    import subprocess
+    d = workspace
+    p = subprocess.run([sys.executable, 'sample.py', f'--out_dir={d}/synrun', '--start=123', '--max_new_tokens=2'],
+                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert p.returncode == 0 and p.stdout.startswith('123'), p.stderr
+    p = subprocess.run(f"{sys.executable} sample.py --out_dir={d}/synrun --num_samples=64 --max_new_tokens=64 | head -1",
+                       shell=True, cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert 'Traceback' not in p.stderr and 'BrokenPipe' not in p.stderr, p.stderr
+
+
+def test_compare_across_datasets_warns(workspace):
+    import subprocess
+    d = workspace
+    p = subprocess.run([sys.executable, '-m', 'tools.eval', '--compare', f'{d}/run', f'{d}/synrun', f'--out={d}/cmp'],
+                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert p.returncode == 0, p.stderr
+    assert 'trained on different datasets (synthetic, tiny)' in p.stderr and '| dataset |' in p.stdout

@@ -18,9 +18,9 @@ import prepare_data
 import models
 
 COMMON = ['--max_iters=4', '--eval_interval=4', '--eval_iters=3', '--batch_size=4', '--block_size=32',
-          '--n_embd=32', '--n_head=2', '--n_layer=1', '--warmup_iters=1', '--log_interval=1', '--compile=False']
+          '--n_embd=32', '--n_head=2', '--warmup_iters=1', '--log_interval=1', '--compile=False']
 RUNS = {  # the GPT is hole fine-tuned (p_fill), so its vocabulary has the MASK row infill needs
-    'gpt': ['--model=gpt', '--p_fill=0.5'],
+    'gpt': ['--model=gpt', '--n_layer=1', '--p_fill=0.5'],
     'parcae': ['--model=parcae', '--n_prelude=1', '--n_recur_layers=1', '--n_coda=1', '--mean_recurrence=3'],
     'textnca': ['--model=textnca', '--windows=(4,8)', '--Ts=2', '--d_ff=64'],
 }

@@ -509,3 +509,50 @@ def test_fineweb_parquet(tmp_path, small_bpe):
     eot = small_bpe.eot_token  # gpt2: <|endoftext|> after each document
     assert bins['train'].tolist() == [*small_bpe.encode('first doc'), eot, *small_bpe.encode('second doc'), eot,
                                       *small_bpe.encode('third'), eot]
+
+
+def _snapshot(d):
+    return {f: open(os.path.join(d, f), 'rb').read() for f in sorted(os.listdir(d))}
+
+
+def test_a_failed_or_interrupted_prepare_keeps_the_previous_dataset(tmp_path, monkeypatch):
+    good = tmp_path / 'good.txt'
+    good.write_text(TEXT)
+    d = P.prepare('mine', input=str(good), out_dir=str(tmp_path), quiet=True)
+    before = _snapshot(d)
+    small = tmp_path / 'small.txt'
+    small.write_text('abcde')   # 5 bytes: too small to split
+    with pytest.raises(P.DataError, match='too small to split'):
+        P.prepare('mine', input=str(small), out_dir=str(tmp_path), quiet=True)
+    assert _snapshot(d) == before
+    monkeypatch.setattr(P, '_char_ids', lambda *a: _Stop())   # Ctrl-C part-way through the writing
+    with pytest.raises(KeyboardInterrupt):
+        P.prepare('mine', input=str(good), out_dir=str(tmp_path), quiet=True)
+    assert _snapshot(d) == before
+    assert sorted(os.listdir(tmp_path)) == ['good.txt', 'mine', 'small.txt']   # no half-made folder
+    p = subprocess.run([sys.executable, '-c', 'import sys, prepare_data as P\ndef stop(*a): raise KeyboardInterrupt\n'
+                        'P._char_ids = stop; P.main(sys.argv[1:])',
+                        'mine', '--input', str(good), '--out_dir', str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 130 and 'Traceback' not in p.stderr and '.part' not in p.stderr, p.stderr
+    assert _snapshot(d) == before
+
+
+class _Stop:
+    """An id array whose tofile is interrupted."""
+    def __len__(self):
+        return 0
+
+    def __getitem__(self, k):
+        return self
+
+    def tofile(self, f):
+        raise KeyboardInterrupt
+
+
+def test_a_folder_name_of_another_tokenizer_is_refused(tmp_path):
+    (tmp_path / 'in.txt').write_text(TEXT)
+    with pytest.raises(P.DataError, match='prepare_data.py shakespeare --tokenizer byte'):
+        P.prepare('shakespeare_byte', input=str(tmp_path / 'in.txt'), out_dir=str(tmp_path), quiet=True)
+    assert P.prepare_command('fineweb_edu_gpt2_32768') == 'python prepare_data.py fineweb_edu --tokenizer gpt2 --vocab 32768'
+    assert P.prepare_command('mine') == 'python prepare_data.py mine --input FILE'

@@ -130,7 +130,7 @@ def test_bad_inputs_give_one_clear_line(char_data, tmp_path):
         (['--lerning_rate=1e-3'], "unknown config key 'lerning_rate' (did you mean: learning_rate"),
         (['--max_iters=ten'], "config key 'max_iters' expects int"),
         (['config/nope.py'], 'config file not found: config/nope.py'),
-        (['--dataset=missing'], 'prepare the data first (python prepare_data.py missing)'),
+        (['--dataset=missing'], 'prepare the data first (python prepare_data.py missing --input FILE)'),
         (['--model=transformerx'], "unknown model 'transformerx'"),
         (['--init_from=resume', f'--out_dir={tmp_path}/none'], "no checkpoint at"),
     ]
@@ -148,20 +148,18 @@ def test_resume_refuses_a_checkpoint_of_another_model(char_data, tmp_path):
     ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
     ckpt['model_name'] = 'mamba2'
     torch.save(ckpt, out / 'ckpt.pt')
-    p = train(char_data, out, '--init_from=resume', check=False)
+    p = train(char_data, out, '--init_from=resume', '--model=gpt', check=False)
     assert p.returncode == 2 and "holds a 'mamba2' model but this config builds 'gpt'" in p.stderr
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(char_data, tmp_path):
     out = tmp_path / 'nan'
-    train(char_data, out, '--max_iters=4', '--eval_interval=2')
-    good = torch.load(out / 'ckpt.pt', weights_only=False)['iter_num']
-    p = train(char_data, out, '--init_from=resume', '--max_iters=10', '--eval_interval=2', '--learning_rate=1e999',
-              '--warmup_iters=0', '--schedule=constant', '--grad_clip=0.0', check=False)
+    p = train(char_data, out, '--max_iters=10', '--eval_interval=2', '--learning_rate=1e999', '--warmup_iters=0',
+              '--schedule=constant', '--grad_clip=0.0', check=False)
     assert p.returncode == 2 and ('not finite' in p.stderr or 'training loss is' in p.stderr), p.stderr
+    assert f'--init_from={out} --out_dir=NEW' in p.stderr
     ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
     assert all(torch.isfinite(v).all() for v in ckpt['model'].values())
-    assert ckpt['iter_num'] >= good
 
 
 def test_compile_smoke(char_data, tmp_path):

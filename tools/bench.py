@@ -353,6 +353,8 @@ def bench_decode(name, cfg, opt, dev, ctx, lengths):
             pos += 1
         rows.append({'model': name, 'arch': cfg['model'], 'params': model.num_params(), 'context': L,
                      'ms_per_token': 1000 * statistics.median(times), 'state_mb': mem / 2 ** 20})
+        print(f"{name}: context {L}: {rows[-1]['ms_per_token']:.2f} ms/token, state {rows[-1]['state_mb']:.2f} MB",
+              file=sys.stderr, flush=True)   # the prefill to a long context takes minutes on a CPU
     return rows
 
 

@@ -41,7 +41,7 @@ import torch
 
 import configurator
 import models
-from configurator import ConfigError, check, parse_args
+from configurator import ConfigError, check, parse_args, prepare_hint
 from prepare_data import get_tokenizer, gpt2_encoding
 from tools.eval_fill import compare_battery, run_battery, run_infill
 from tools.report import axes, save_figure, write_json
@@ -215,7 +215,7 @@ class Evaluator:
             known = sorted(set(DEFAULTS) | set(self.knob_names))
             raise ConfigError(f"unknown key '{bad[0]}': not an eval.py key nor a knob of {self.name}'s forward "
                               f"(knobs: {', '.join(self.knob_names) or 'none'}; keys: {', '.join(known)})")
-        self.knobs = knobs
+        self.knobs = models.check_knobs(knobs)
         self.tcfg = dict(ckpt['config'])   # the full training config
         self.iter_num = ckpt.get('iter_num')
         for k in ('batch_size', 'seed', 'data_dir', 'dataset', 'eval_iters'):
@@ -244,7 +244,7 @@ class Evaluator:
         T, n = self.tcfg['block_size'], self.tcfg['batch_size']
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
         if not os.path.isfile(path):
-            raise ConfigError(f"{path} not found: prepare the data first (python prepare_data.py {self.tcfg['dataset']})")
+            raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(self.tcfg['dataset'])})")
         data = np.memmap(path, dtype=np.uint16, mode='r')
         if len(data) <= T + 1:
             raise ConfigError(f"{path} holds fewer than block_size+2 = {T + 2} tokens; lower --block_size")
@@ -330,13 +330,20 @@ def run_sweep(ev):
     if knob not in ev.knob_names:
         raise ConfigError(f"{ev.name} has no knob '{knob}' (its forward takes: {', '.join(ev.knob_names) or 'none'})")
     values = parse_values(vals)
-    split, rows = ev.opt['split'], []
     for v in values:
+        models.check_knobs({knob: v})
+    split, rows = ev.opt['split'], []
+
+    def table(done):
+        return {'model': ev.name, 'split': split, 'protocol': ev.protocol(), 'knob': knob, 'values': values[:len(done)],
+                **{k: [r[k] for r in done] for k in ('loss', 'perplexity', 'bits_per_token', 'bits_per_byte', 'tokens')}}
+    for i, v in enumerate(values):
         r = ev.score(split, **{knob: v})
         rows.append(r)
-        print(f"{knob}={v}: loss {r['loss']:.4f}, perplexity {r['perplexity']:.3f}")
-    res = {'model': ev.name, 'split': split, 'protocol': ev.protocol(), 'knob': knob, 'values': values,
-           **{k: [r[k] for r in rows] for k in ('loss', 'perplexity', 'bits_per_token', 'bits_per_byte', 'tokens')}}
+        print(f"[{i + 1}/{len(values)}] {knob}={v}: loss {r['loss']:.4f}, perplexity {r['perplexity']:.3f}", flush=True)
+        if i + 1 < len(values):   # each point as it is measured: a stopped sweep keeps what it has
+            write_json(ev.outpath(f'sweep_{knob}.json'), {**table(rows), 'partial': True})
+    res = table(rows)
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     if numeric and (knob == 'num_recur' or ev.opt['fit']):
         try:
@@ -504,7 +511,7 @@ def read_run(path):
     evals = [r for r in log if r.get('kind') == 'eval']
     trains = [r for r in log if r.get('kind') == 'train']
     last = evals[-1] if evals else {}
-    return {'run': path, 'model': cfg['model'], 'params': m.num_params(),
+    return {'run': path, 'model': cfg['model'], 'dataset': cfg.get('dataset', '?'), 'params': m.num_params(),
             'flops_per_token': m.flops_per_token(cfg['block_size']),
             'tokens': last.get('tokens', last.get('iter', 0) * tpi), 'iter': last.get('iter'),
             'val_loss': last.get('val_loss', float('nan')),
@@ -515,10 +522,15 @@ def read_run(path):
 
 def run_compare(runs, opt):
     rows = [read_run(r) for r in runs]
-    print("| run | model | parameters | training tokens | FLOPs/token | val loss | perplexity |\n|---|---|---|---|---|---|---|")
+    datasets = sorted({r['dataset'] for r in rows})
+    if len(datasets) > 1:   # losses on different data (or tokenizers) do not compare
+        print(f"warning: these runs were trained on different datasets ({', '.join(datasets)}): "
+              f"their losses are not comparable", file=sys.stderr)
+    print("| run | model | dataset | parameters | training tokens | FLOPs/token | val loss | perplexity |\n"
+          "|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['run']} | {r['model']} | {r['params'] / 1e6:.2f}M | {r['tokens']:,} | {r['flops_per_token'] / 1e6:.1f}M "
-              f"| {r['val_loss']:.4f} | {r['perplexity']:.2f} |")
+        print(f"| {r['run']} | {r['model']} | {r['dataset']} | {r['params'] / 1e6:.2f}M | {r['tokens']:,} "
+              f"| {r['flops_per_token'] / 1e6:.1f}M | {r['val_loss']:.4f} | {r['perplexity']:.2f} |")
     d = opt['out'] or os.path.join(runs[0], 'compare')
     os.makedirs(d, exist_ok=True)
     fig, ax = axes('loss curves (train: lines, val: markers)', 'training tokens', 'loss (nats/token)')
@@ -550,7 +562,7 @@ def main(argv):
     try:
         args, runs = split_argv(argv)
         given = parse_args(args)
-        opt = {**DEFAULTS, **check({k: v for k, v in given.items() if k in DEFAULTS}, DEFAULTS)}
+        opt = {**DEFAULTS, **check(given.pick(DEFAULTS), DEFAULTS)}
         knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
         for k in ('eval_iters', 'batch_size', 'battery_n'):
             if opt[k] is not None and (not isinstance(opt[k], int) or opt[k] < 1):
@@ -587,6 +599,9 @@ def main(argv):
         configurator.fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     except OSError as e:    # a results folder that cannot be written
         configurator.fail(f"{e.filename}: {e.strerror}")
+    except KeyboardInterrupt:
+        print("interrupted (a sweep keeps the points it measured in its sweep_*.json)", file=sys.stderr)
+        sys.exit(130)
     except TypeError as e:  # a knob value of the wrong kind for the model
         if not (knobs or opt['sweep']):
             raise

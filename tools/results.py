@@ -120,10 +120,22 @@ def train(args, out, seed, iters):
     cmd = [PY, 'train.py', *args, f'--out_dir={out}', f'--seed={seed}', '--always_save_checkpoint=True', *extra, *init]
     print(' '.join(cmd[1:]), flush=True)
     t0 = time.time()
-    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    run_with_progress(cmd, out)
     seconds = time.time() - t0
     json.dump({'seconds': seconds, 'command': ' '.join(cmd[1:])}, open(os.path.join(out, 'done.json'), 'w'))
     return seconds
+
+
+def run_with_progress(cmd, name):
+    """A train.py run whose evals ('step N: ...') are printed, prefixed by its folder (runs go in
+    parallel); CalledProcessError when it fails, as subprocess.run(check=True)."""
+    with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                          env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'}) as p:
+        for line in p.stdout:
+            if line.startswith('step '):
+                print(f"{name}: {line.rstrip()}", flush=True)
+    if p.returncode:
+        raise subprocess.CalledProcessError(p.returncode, cmd)
 
 
 def evaluate(out, *args):
@@ -416,13 +428,21 @@ def main(argv):
     if len(papers) != 1 or papers[0] not in PAPERS or set(opts) - {'seeds', 'iters'}:
         sys.exit(f"usage: python -m tools.results {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N]")
     paper = papers[0]
+    for k in ('seeds', 'iters'):
+        if k in opts and not (opts[k].isdigit() and int(opts[k]) >= (k == 'seeds')):
+            sys.exit(f"error: --{k} must be a whole number{' >= 1' if k == 'seeds' else ''}, got {opts[k]!r}")
     dataset, prepare = PAPERS[paper].get('dataset', ('shakespeare_char', 'shakespeare_char'))
     if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):
         sys.exit(f"no data/{dataset}: run python prepare_data.py {prepare} first "
                  f"(offline: add --input path/to/input.txt)")
     global ITERS
     seeds, ITERS = int(opts.get('seeds', PAPERS[paper]['seeds'])), int(opts.get('iters', 0))
-    rows, fig, extra = globals()[paper](seeds, ITERS)
+    try:
+        rows, fig, extra = globals()[paper](seeds, ITERS)
+    except KeyboardInterrupt:
+        print(f"interrupted: finished runs stay in {os.path.dirname(run_dir(paper, 'x', 0))}/ "
+              f"and the same command resumes the rest", file=sys.stderr)
+        sys.exit(130)
     write(paper, rows, fig, extra, seeds)
 
 
