@@ -61,7 +61,7 @@ def cases(d):
         ([f'--out_dir={d}/afile'], 'cannot write to out_dir'),
         ([f'--init_from={d}/nowhere'], 'no checkpoint at'),
         ([f'--init_from={d}/truncated'], 'is unreadable'),
-        ([f'--init_from={d}/run', '--n_embd=32'], 'do not fit this GPT: size mismatch for'),
+        ([f'--init_from={d}/run', '--n_embd=32'], 'do not fit this config\'s GPT: size mismatch for'),
         (['--mask_id=-1', '--p_fill=0.5'], 'mask_id must be None or a token id >= 0'),
         (['--compile=maybe'], "compile must be None or bool, got 'maybe'"),
         (['--out_dir='], "out_dir must name a folder"),
