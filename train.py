@@ -274,7 +274,7 @@ def load_data(cfg, master, ddp):
             need = cfg['synth_dataset'] if name.startswith('synth') else cfg['dataset']
             raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(need)})"
                               if name != 'synth_train' else f"{path} not found: p_synth needs {prepare_hint(need)}")
-        check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'])
+        check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'] if master else None)   # one rank reads every id
     return meta, streams, mask
 
 
@@ -408,17 +408,22 @@ def log_jsonl(path, record):
 
 
 def save_run(cfg, model, opts, scaler, meta, it, best_val):
-    """ckpt.pt with all an exact resume needs, every rank's RNG state included (collective)."""
-    rng = [torch.get_rng_state()]
+    """ckpt.pt with all an exact resume needs, every rank's RNG states included (collective): the
+    CPU generator's and, on CUDA, the device's (Parcae draws its h_0 there)."""
+    dev = next(model.parameters()).device
+    mine = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == 'cuda' else None)
+    states = [mine]
     if torch.distributed.is_initialized():
-        rng = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(rng, torch.get_rng_state())
+        states = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(states, mine)
+    rng, cuda_rng = [s[0] for s in states], [s[1] for s in states]
     if int(os.environ.get('RANK', 0)) == 0:
         model_args = {f.name: getattr(model.config, f.name) for f in dataclasses.fields(model.config)}
         save_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), {
             'model': model.state_dict(), 'optimizers': [o.state_dict() for o in opts],
             'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
-            'config': cfg, 'meta': meta, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng})
+            'config': cfg, 'meta': meta, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng,
+            'cuda_rng': cuda_rng})
 
 
 def diverged(what, cfg, last_good):
@@ -572,6 +577,9 @@ def train(argv, run):
             opt.load_state_dict(state)
         scaler.load_state_dict(ckpt['scaler'])
         torch.set_rng_state(ckpt['rng'][rank % len(ckpt['rng'])])
+        cuda_rng = ckpt.get('cuda_rng', [None])[rank % len(ckpt.get('cuda_rng', [None]))]
+        if device_type == 'cuda' and cuda_rng is not None:
+            torch.cuda.set_rng_state(cuda_rng.cpu(), dev)
         iter_num, best_val = ckpt['iter_num'], ckpt['best_val_loss']
     resumed = ckpt is not None
     del ckpt    # its tensors

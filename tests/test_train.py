@@ -51,6 +51,20 @@ def test_resume_exact_with_muon_and_accumulation(char_data, tmp_path):
     assert sorted(la) == list(range(8)) and la == lb
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU: the CUDA generator is saved and restored')
+def test_resume_is_exact_on_cuda_where_parcae_draws_its_state(char_data, tmp_path):
+    # Parcae draws h_0 on the device's generator: without the CUDA RNG in the checkpoint the resumed
+    # run would draw other states
+    common = [f'--data_dir={char_data}', '--dataset=tiny', '--model=parcae', '--n_embd=32', '--n_head=2',
+              '--block_size=32', '--batch_size=8', '--eval_iters=2', '--log_interval=1', '--eval_interval=4',
+              '--device=cuda', '--dtype=float32', '--compile=False']
+    a, b = tmp_path / 'a', tmp_path / 'b'
+    run_script('train.py', f'--out_dir={a}', '--max_iters=8', *common)
+    run_script('train.py', f'--out_dir={b}', '--max_iters=4', *common)
+    run_script('train.py', f'--out_dir={b}', '--max_iters=8', '--init_from=resume', *common)
+    assert {r['iter']: r['loss'] for r in read_log(a)} == {r['iter']: r['loss'] for r in read_log(b)}
+
+
 def test_ddp_two_gloo_processes(char_data, tmp_path):
     # gradient_accumulation_steps counts micro-batches over all ranks (nanoGPT): 4 over 2 ranks is
     # 2 each, and an iteration holds 8 x 32 x 4 tokens whatever the world size
@@ -61,7 +75,8 @@ def test_ddp_two_gloo_processes(char_data, tmp_path):
     assert 'world 2' in p.stdout and '1,024 tokens/iter' in p.stdout
     evals = read_log(out, 'eval')
     assert [e['iter'] for e in evals] == [0, 3, 6]
-    assert len(torch.load(out / 'ckpt.pt', weights_only=False)['rng']) == 2
+    ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
+    assert len(ckpt['rng']) == len(ckpt['cuda_rng']) == 2   # every rank's generators, the device's too (None on a CPU)
     # every rank takes the checkpoint decision from the same number: the mean of all ranks' eval
     # losses (each rank has its own eval batches), recomputed here from the saved weights
     import models
