@@ -164,6 +164,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(char_data, tmp_path):
     assert ckpt['iter_num'] >= good
 
 
+@pytest.mark.slow   # inductor codegen, 40 s; test_compile.py's test_graphs_bounded[gpt_140m] runs train.py with compile=True
 def test_compile_smoke(char_data, tmp_path):
     train(char_data, tmp_path / 'c', '--max_iters=2', '--eval_interval=2', '--compile=True')
 
