@@ -407,7 +407,9 @@ def test_meta_device_and_config_errors():
 
 def test_tiny_model_trains():
     # a sequence cycling through 7 distinct tokens: the loss must fall far below the unigram
-    # entropy log 7 = 1.95 (so the model reads its context), from log 50 = 3.9 at the start
+    # entropy log 7 = 1.95 (so the model reads its context), from log 50 = 3.9 at the start.
+    # Measured over seeds 0-2, 1 and 2 threads, deterministic algorithms: 0.040-0.055, so the
+    # bound log 7 / 2 keeps 0.9 nats on either side
     torch.manual_seed(0)
     m = TextNCA(tiny(windows=(2, 4, 8), Ts=2))
     pattern = torch.randperm(50)[:7]
@@ -423,7 +425,7 @@ def test_tiny_model_trains():
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    assert losses[0] > 3.5 and sum(losses[-5:]) / 5 < 1.0, losses
+    assert losses[0] > 3.5 and sum(losses[-5:]) / 5 < math.log(7) / 2, losses
 
 
 # ---------------------------------------------------------------------------- through train.py
