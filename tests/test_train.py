@@ -2,6 +2,7 @@
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -20,7 +21,13 @@ def test_loss_falls_and_checkpoint_written(char_data, tmp_path):
     train(char_data, out, '--max_iters=60', '--eval_interval=30', '--learning_rate=3e-3', '--warmup_iters=5')
     evals = read_log(out, 'eval')
     assert [e['iter'] for e in evals] == [0, 30, 60]
-    assert evals[-1]['val_loss'] < evals[0]['val_loss'] - 1.0
+    # against what a model that reads no context can reach, the unigram entropy of the data (2.49):
+    # measured over seeds 1337, 1, 2 and 1 and 2 threads, 1.65-1.73 at iter 60 (2.85 at iter 0),
+    # so the bound keeps 0.36 nats below it and 0.4 above the unigram loss
+    ids = np.fromfile(os.path.join(char_data, 'tiny', 'train.bin'), dtype=np.uint16)
+    p = np.bincount(ids) / len(ids)
+    unigram = -(p[p > 0] * np.log(p[p > 0])).sum()
+    assert evals[-1]['val_loss'] < unigram - 0.4, (unigram, evals)
     ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
     assert ckpt['iter_num'] == 60 and ckpt['model_name'] == 'gpt' and ckpt['meta']['tokenizer'] == 'char'
     assert not os.path.exists(out / 'ckpt.pt.tmp')
