@@ -439,7 +439,9 @@ def test_train_py_run_and_resume(char_data, tmp_path):
               '--always_save_checkpoint=True', '--stochastic_Ts=(1, 2, 3)', '--step_embed=sinusoidal']
     run_script('train.py', 'config/cpu_textnca.py', '--max_iters=6', *common)
     first = read_log(out)
-    assert first[-1]['loss'] < first[0]['loss'] and 'Ts' in first[0]
+    # 6 steps from ln 17: measured 0.14-0.17 below the first loss over seeds 1337, 1, 2; a model that
+    # does not train moves by the batch noise, ~0.03
+    assert first[-1]['loss'] < first[0]['loss'] - 0.05 and 'Ts' in first[0], first
     run_script('train.py', 'config/cpu_textnca.py', '--max_iters=9', '--init_from=resume', *common)
     ck = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)
     assert ck['iter_num'] == 9 and ck['model_args']['stochastic_Ts'] == (1, 2, 3)
