@@ -16,6 +16,19 @@ def train(data_dir, out_dir, *args, **kw):
     return run_script('train.py', f'--data_dir={data_dir}', f'--out_dir={out_dir}', *TINY, *args, **kw)
 
 
+@pytest.fixture(scope='module')
+def run4(char_data, tmp_path_factory):
+    """One 4-iteration run (evals at 0, 2, 4); tests copy it rather than each training its own."""
+    out = tmp_path_factory.mktemp('run4') / 'o'
+    train(char_data, out, '--max_iters=4', '--eval_interval=2')
+    return out
+
+
+def copy_of(run, tmp_path):
+    import shutil
+    return shutil.copytree(run, tmp_path / 'o')
+
+
 def test_loss_falls_and_checkpoint_written(char_data, tmp_path):
     out = tmp_path / 'out'
     train(char_data, out, '--max_iters=60', '--eval_interval=30', '--learning_rate=3e-3', '--warmup_iters=5')
@@ -98,9 +111,8 @@ def test_torchrun_with_the_default_arguments(tmp_path):
     assert not os.path.exists(tmp_path / 'odd')
 
 
-def test_a_new_run_never_replaces_a_trained_one(char_data, tmp_path):
-    out = tmp_path / 'o'
-    train(char_data, out, '--max_iters=4', '--eval_interval=2')
+def test_a_new_run_never_replaces_a_trained_one(char_data, run4, tmp_path):
+    out = copy_of(run4, tmp_path)
     ckpt, log = (out / 'ckpt.pt').read_bytes(), (out / 'log.jsonl').read_bytes()
     p = train(char_data, out, '--max_iters=4', check=False)
     assert p.returncode == 2 and '--init_from=resume' in p.stderr and '--overwrite=True' in p.stderr
@@ -113,9 +125,8 @@ def test_a_new_run_never_replaces_a_trained_one(char_data, tmp_path):
     assert torch.load(out / 'ckpt.pt', weights_only=False)['iter_num'] == 2
 
 
-def test_resume_continues_the_log_without_repeats(char_data, tmp_path):
-    out = tmp_path / 'o'
-    train(char_data, out, '--max_iters=4', '--eval_interval=2')
+def test_resume_continues_the_log_without_repeats(char_data, run4, tmp_path):
+    out = copy_of(run4, tmp_path)
     with open(out / 'log.jsonl', 'a') as f:   # the interrupted run got past its last checkpoint
         f.write(json.dumps({'kind': 'train', 'iter': 4, 'loss': 99.0}) + '\n{"kind": "tra')
     train(char_data, out, '--max_iters=6', '--eval_interval=3', '--init_from=resume')
@@ -149,9 +160,8 @@ def test_bad_inputs_give_one_clear_line(char_data, tmp_path):
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
-def test_resume_refuses_a_checkpoint_of_another_model(char_data, tmp_path):
-    out = tmp_path / 'o'
-    train(char_data, out, '--max_iters=1', '--eval_interval=1')
+def test_resume_refuses_a_checkpoint_of_another_model(char_data, run4, tmp_path):
+    out = copy_of(run4, tmp_path)
     ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
     ckpt['model_name'] = 'mamba2'
     torch.save(ckpt, out / 'ckpt.pt')
@@ -159,9 +169,8 @@ def test_resume_refuses_a_checkpoint_of_another_model(char_data, tmp_path):
     assert p.returncode == 2 and "holds a 'mamba2' model but this config builds 'gpt'" in p.stderr
 
 
-def test_nan_loss_stops_and_keeps_last_good_checkpoint(char_data, tmp_path):
-    out = tmp_path / 'nan'
-    train(char_data, out, '--max_iters=4', '--eval_interval=2')
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(char_data, run4, tmp_path):
+    out = copy_of(run4, tmp_path)
     good = torch.load(out / 'ckpt.pt', weights_only=False)['iter_num']
     p = train(char_data, out, '--init_from=resume', '--max_iters=10', '--eval_interval=2', '--learning_rate=1e999',
               '--warmup_iters=0', '--schedule=constant', '--grad_clip=0.0', check=False)
