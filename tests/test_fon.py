@@ -1,6 +1,7 @@
 """fon.FON: the delay recursion against its loop, strict causality with bidirectional holes,
 gradients into the delays, O(1)-state decoding, the paper's parameter counts, hole filling."""
 import json
+import math
 import os
 
 import pytest
@@ -317,7 +318,10 @@ def test_tiny_fon_trains_then_fills_holes_above_its_no_hole_baseline():
         return loss.item()
 
     losses = [step(*block_batch(B, T, V, g)) for _ in range(60)]             # pretraining
-    assert sum(losses[-10:]) / 10 < 0.5 * losses[0]
+    # copies are free, the first of a block costs log 16: the floor is log 16 / 4 = 0.69, reading no
+    # context leaves log 16 = 2.77. Measured over seeds 0-2, 1 and 2 threads, deterministic
+    # algorithms: 0.72-0.77, so the bound log 16 / 2 keeps 0.6 nats below it and 1.4 above
+    assert sum(losses[-10:]) / 10 < math.log(16) / 2, losses[-10:]
     for _ in range(80):                                                      # hole fine-tuning
         x, y = block_batch(B, T, V, g)
         x, y, holes = make_holes(x, y, V, g, cfg['p_fill'], cfg['hole_stride'], cfg['p_hole'])

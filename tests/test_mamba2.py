@@ -1,4 +1,5 @@
 """baselines.Mamba2: the chunked SSD scan against its recurrence, causality, decode, counts."""
+import math
 import os
 
 import pytest
@@ -92,7 +93,9 @@ def test_trains():
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert loss.item() < 0.3 * first
+    # reading no context leaves log 6 = 1.79; measured over seeds 0-2, 1 and 2 threads, deterministic
+    # algorithms: 0.083-0.091, so the bound log 6 / 2 keeps 0.8 nats on either side
+    assert first > 3.0 and loss.item() < math.log(6) / 2, (first, loss.item())
 
 
 def fields(cls, path):

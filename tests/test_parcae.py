@@ -364,6 +364,12 @@ def _train(m, opts, steps=40, seed=0):
     return losses
 
 
+# the next token is the previous + 5: reading no context leaves log 64 = 4.16. Measured over seeds
+# 0-2, 1 and 2 threads, deterministic algorithms: Muon + AdamW 0.0023-0.0024, AdamW 0.019, so the
+# bound log 64 / 4 keeps 1 nat below it and 3 nats above the context-free loss
+LOSS_BOUND = math.log(64) / 4
+
+
 def test_loss_falls_muon_adamw_groups():
     torch.manual_seed(0)
     m = Parcae(tiny(n_recur_layers=1)).train()
@@ -372,14 +378,14 @@ def test_loss_falls_muon_adamw_groups():
                             weight_decay=0.0)
     adamw = torch.optim.AdamW([g for g in groups if g['optimizer'] == 'adamw'], lr=8e-3, betas=(0.8, 0.95), eps=1e-10)
     losses = _train(m, [muon, adamw])
-    assert sum(losses[-5:]) / 5 < 0.3 * losses[0], losses[::10]
+    assert sum(losses[-5:]) / 5 < LOSS_BOUND, losses[::10]
 
 
 def test_loss_falls_plain_adamw():
     torch.manual_seed(0)
     m = Parcae(tiny(n_recur_layers=1)).train()
     losses = _train(m, [torch.optim.AdamW(m.parameters(), lr=3e-3)])
-    assert sum(losses[-5:]) / 5 < 0.3 * losses[0], losses[::10]
+    assert sum(losses[-5:]) / 5 < LOSS_BOUND, losses[::10]
 
 
 def test_bf16_autocast_forward_backward():

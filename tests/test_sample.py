@@ -110,7 +110,10 @@ def test_generation_three_block_sizes_long_decodes_every_token(name):
     with torch.no_grad():
         ref = forward(out)[0]
     torch.testing.assert_close(torch.stack(logits, 1), ref[:, :-1], atol=1e-4, rtol=1e-4)
-    assert torch.equal(out[:, 5:], ref[:, 4:-1].argmax(-1))             # greedy from the same logits
+    # greedy from the same logits: decode and forward agree to 1e-4, so only a top-2 gap inside that
+    # tolerance may break the other way
+    top2 = ref[:, 4:-1].topk(2, -1).values
+    assert ((out[:, 5:] == ref[:, 4:-1].argmax(-1)) | (top2[..., 0] - top2[..., 1] < 2e-4)).all()
 
 
 def test_learned_position_table_crops_and_says_so_once(capsys):

@@ -444,7 +444,9 @@ def test_meta_device_and_config_errors():
 
 def test_tiny_model_trains():
     # a sequence cycling through 7 distinct tokens: the loss must fall far below the unigram
-    # entropy log 7 = 1.95 (so the model reads its context), from log 50 = 3.9 at the start
+    # entropy log 7 = 1.95 (so the model reads its context), from log 50 = 3.9 at the start.
+    # Measured over seeds 0-2, 1 and 2 threads, deterministic algorithms: 0.040-0.055, so the
+    # bound log 7 / 2 keeps 0.9 nats on either side
     torch.manual_seed(0)
     m = TextNCA(tiny(windows=(2, 4, 8), Ts=2))
     pattern = torch.randperm(50)[:7]
@@ -460,7 +462,7 @@ def test_tiny_model_trains():
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    assert losses[0] > 3.5 and sum(losses[-5:]) / 5 < 1.0, losses
+    assert losses[0] > 3.5 and sum(losses[-5:]) / 5 < math.log(7) / 2, losses
 
 
 # ---------------------------------------------------------------------------- through train.py
@@ -474,29 +476,27 @@ def test_train_py_run_and_resume(char_data, tmp_path):
               '--always_save_checkpoint=True', '--stochastic_Ts=(1, 2, 3)', '--step_embed=sinusoidal']
     run_script('train.py', 'config/cpu_textnca.py', '--max_iters=6', *common)
     first = read_log(out)
-    assert first[-1]['loss'] < first[0]['loss'] and 'Ts' in first[0]
+    # 6 steps from ln 17: measured 0.14-0.17 below the first loss over seeds 1337, 1, 2; a model that
+    # does not train moves by the batch noise, ~0.03
+    assert first[-1]['loss'] < first[0]['loss'] - 0.05 and 'Ts' in first[0], first
     run_script('train.py', 'config/cpu_textnca.py', '--max_iters=9', '--init_from=resume', *common)
     ck = torch.load(out / 'ckpt.pt', map_location='cpu', weights_only=False)
     assert ck['iter_num'] == 9 and ck['model_args']['stochastic_Ts'] == (1, 2, 3)
     assert [r['iter'] for r in read_log(out)][len(first):] == list(range(6, 9))
 
 
-def test_flagship_shape_leaves_the_unigram_loss_at_once():
-    # The failure mode of issue 11: at nanoGPT's 0.02 scale the GRU halves the state every step and
-    # the LN after Perceive amplifies a ~1e-3 signal, so the model sat at the unigram loss. On a
-    # Markov chain with two successors per token (unigram ln 32 = 3.47 nats, context-aware ln 2 =
-    # 0.69), 60 Adam steps of the 3-stage, Ts = 4 model must be far below the unigram loss
-    # (with the state unscaled, emb_scale = 1, it stays at ~2.95).
-    V, B, T = 32, 8, 64
-    g = torch.Generator().manual_seed(0)
+def markov_chain_losses(emb_scale=None, seed=0, steps=50, V=32, B=8, T=64):
+    """Adam on a Markov chain with two successors per token (unigram ~3.05 nats, context-aware
+    ln 2 = 0.69) with the 3-stage, Ts = 4 shape; emb_scale=1.0 trains the same model unscaled."""
+    g = torch.Generator().manual_seed(seed)
     P = torch.zeros(V, V)
     for a in range(V):
         P[a, torch.randperm(V, generator=g)[:2]] = 0.5
-    torch.manual_seed(0)
-    m = TextNCA(tiny(block_size=T, vocab_size=V, n_embd=64, d_ff=128, windows=(4, 16, 64), Ts=4))
-    opt = torch.optim.AdamW(m.parameters(), lr=2e-3, betas=(0.9, 0.99), weight_decay=0.0)
+    torch.manual_seed(seed)
+    m = TextNCA(tiny(block_size=T, vocab_size=V, n_embd=128, d_ff=128, windows=(4, 16, 64), Ts=4, emb_scale=emb_scale))
+    opt = torch.optim.AdamW(m.parameters(), lr=5e-3, betas=(0.9, 0.99), weight_decay=0.0)
     losses = []
-    for _ in range(60):
+    for _ in range(steps):
         x = torch.empty(B, T + 1, dtype=torch.long)
         x[:, 0] = torch.randint(V, (B,), generator=g)
         for t in range(T):
@@ -507,4 +507,15 @@ def test_flagship_shape_leaves_the_unigram_loss_at_once():
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
         losses.append(loss.item())
-    assert sum(losses[-5:]) / 5 < 2.2, losses[-5:]
+    return losses
+
+
+def test_flagship_shape_leaves_the_unigram_loss_at_once():
+    # At nanoGPT's 0.02 scale the GRU halves the state every step and the LN after Perceive
+    # amplifies a ~1e-3 signal, so the model sits at the unigram loss. Same data, same init, same
+    # steps: the sqrt(d)-scaled state must end far below the unscaled one. Measured over seeds
+    # 0-3, 1 and 2 threads, deterministic algorithms: scaled 0.79-0.86 (a change of threads moved
+    # it by 0.04), unscaled 3.06-3.16, gap 2.21-2.27; the bound 1.0 keeps a margin of 1.2 nats,
+    # and with the scale broken both sit at the unigram loss (gap ~0).
+    scaled, unscaled = (sum(markov_chain_losses(s)[-5:]) / 5 for s in (None, 1.0))
+    assert unscaled - scaled > 1.0, (scaled, unscaled)

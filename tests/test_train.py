@@ -2,6 +2,7 @@
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -15,12 +16,31 @@ def train(data_dir, out_dir, *args, **kw):
     return run_script('train.py', f'--data_dir={data_dir}', f'--out_dir={out_dir}', *TINY, *args, **kw)
 
 
+@pytest.fixture(scope='module')
+def run4(char_data, tmp_path_factory):
+    """One 4-iteration run (evals at 0, 2, 4); tests copy it rather than each training its own."""
+    out = tmp_path_factory.mktemp('run4') / 'o'
+    train(char_data, out, '--max_iters=4', '--eval_interval=2')
+    return out
+
+
+def copy_of(run, tmp_path):
+    import shutil
+    return shutil.copytree(run, tmp_path / 'o')
+
+
 def test_loss_falls_and_checkpoint_written(char_data, tmp_path):
     out = tmp_path / 'out'
     train(char_data, out, '--max_iters=60', '--eval_interval=30', '--learning_rate=3e-3', '--warmup_iters=5')
     evals = read_log(out, 'eval')
     assert [e['iter'] for e in evals] == [0, 30, 60]
-    assert evals[-1]['val_loss'] < evals[0]['val_loss'] - 1.0
+    # against what a model that reads no context can reach, the unigram entropy of the data (2.49):
+    # measured over seeds 1337, 1, 2 and 1 and 2 threads, 1.65-1.73 at iter 60 (2.85 at iter 0),
+    # so the bound keeps 0.36 nats below it and 0.4 above the unigram loss
+    ids = np.fromfile(os.path.join(char_data, 'tiny', 'train.bin'), dtype=np.uint16)
+    p = np.bincount(ids) / len(ids)
+    unigram = -(p[p > 0] * np.log(p[p > 0])).sum()
+    assert evals[-1]['val_loss'] < unigram - 0.4, (unigram, evals)
     ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
     assert ckpt['iter_num'] == 60 and ckpt['model_name'] == 'gpt' and ckpt['meta']['tokenizer'] == 'char'
     assert not os.path.exists(out / 'ckpt.pt.tmp')
@@ -106,9 +126,8 @@ def test_torchrun_with_the_default_arguments(tmp_path):
     assert not os.path.exists(tmp_path / 'odd')
 
 
-def test_a_new_run_never_replaces_a_trained_one(char_data, tmp_path):
-    out = tmp_path / 'o'
-    train(char_data, out, '--max_iters=4', '--eval_interval=2')
+def test_a_new_run_never_replaces_a_trained_one(char_data, run4, tmp_path):
+    out = copy_of(run4, tmp_path)
     ckpt, log = (out / 'ckpt.pt').read_bytes(), (out / 'log.jsonl').read_bytes()
     p = train(char_data, out, '--max_iters=4', check=False)
     assert p.returncode == 2 and '--init_from=resume' in p.stderr and '--overwrite=True' in p.stderr
@@ -121,9 +140,8 @@ def test_a_new_run_never_replaces_a_trained_one(char_data, tmp_path):
     assert torch.load(out / 'ckpt.pt', weights_only=False)['iter_num'] == 2
 
 
-def test_resume_continues_the_log_without_repeats(char_data, tmp_path):
-    out = tmp_path / 'o'
-    train(char_data, out, '--max_iters=4', '--eval_interval=2')
+def test_resume_continues_the_log_without_repeats(char_data, run4, tmp_path):
+    out = copy_of(run4, tmp_path)
     with open(out / 'log.jsonl', 'a') as f:   # the interrupted run got past its last checkpoint
         f.write(json.dumps({'kind': 'train', 'iter': 4, 'loss': 99.0}) + '\n{"kind": "tra')
     train(char_data, out, '--max_iters=6', '--eval_interval=3', '--init_from=resume')
@@ -157,9 +175,8 @@ def test_bad_inputs_give_one_clear_line(char_data, tmp_path):
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
-def test_resume_refuses_a_checkpoint_of_another_model(char_data, tmp_path):
-    out = tmp_path / 'o'
-    train(char_data, out, '--max_iters=1', '--eval_interval=1')
+def test_resume_refuses_a_checkpoint_of_another_model(char_data, run4, tmp_path):
+    out = copy_of(run4, tmp_path)
     ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
     ckpt['model_name'] = 'mamba2'
     torch.save(ckpt, out / 'ckpt.pt')
@@ -177,6 +194,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(char_data, tmp_path):
     assert all(torch.isfinite(v).all() for v in ckpt['model'].values())
 
 
+@pytest.mark.slow   # inductor codegen, 40 s; test_compile.py's test_graphs_bounded[gpt_140m] runs train.py with compile=True
 def test_compile_smoke(char_data, tmp_path):
     train(char_data, tmp_path / 'c', '--max_iters=2', '--eval_interval=2', '--compile=True')
 

@@ -236,7 +236,9 @@ def test_tiny_workspace_trains():
             assert model.retain_logit.grad is None
         opt.step()
         losses.append(loss.item())
-    assert losses[0] > 5.0 and sum(losses[-5:]) / 5 < 0.3 * losses[0]
+    # a period of 12 bytes: reading no context leaves up to log 12 = 2.48. Measured over seeds 0-2,
+    # 1 and 2 threads, deterministic algorithms: 0.16-0.27, so the bound log 12 / 2 keeps 0.97 nats
+    assert losses[0] > 5.0 and sum(losses[-5:]) / 5 < math.log(12) / 2, losses[-5:]
     stats = model.train_stats()
     assert 'gamma' in stats and 0 < stats['write_gate'] < 1
 
