@@ -28,7 +28,8 @@ def compiled_run(path, data_dir, out_dir, backend, monkeypatch, iters=6):
     training steps, an eval before, halfway and after. A recompile storm raises. Returns
     bench.compile_stats() and the config; the logged losses must be finite."""
     cfg = bench.tiny(models.resolve_config([path]))
-    shape = [f'--{k}={cfg[k]}' for k in bench.TINY_SHAPE if k in cfg]
+    fields = models.model_fields(cfg['model'])   # the tiny shape where the model has the key: train.py refuses the rest
+    shape = [f'--{k}={cfg[k]}' for k in bench.TINY_SHAPE if k in fields or k in ('vocab_size', 'block_size', 'batch_size')]
     compile_ = torch.compile
     monkeypatch.setattr(torch, 'compile', lambda m, **kw: compile_(m, backend=backend, **kw))
     stats = bench.compile_stats()
