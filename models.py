@@ -6,6 +6,7 @@ the MFU denominator, and its optimizers.
 import dataclasses
 import importlib
 import inspect
+import json
 import os
 import shutil
 import time
@@ -51,7 +52,8 @@ def resolve_config(argv, with_given=False):
     shape key the model has no field for is refused: it would change nothing."""
     defaults = train_defaults()
     given = parse_args(argv)
-    name = given.get('model', defaults['model'])
+    name = given.get('model') or (given.get('init_from') == 'resume' and run_model(given.get('out_dir', defaults['out_dir'])))
+    name = name or defaults['model']
     fields = model_fields(name)
     known = {**fields, **defaults}
     cfg = {**defaults, **check(given, known)}
@@ -61,6 +63,15 @@ def resolve_config(argv, with_given=False):
         raise ConfigError(f"the {name} model has no '{k}' (given {given.where(k)}), so it would change nothing; "
                           f"its own keys: {', '.join(fields)}")
     return (cfg, given) if with_given else cfg
+
+
+def run_model(out_dir):
+    """The model a run folder trains (its config.json's), None where there is no readable one: a
+    resumed run's keys are checked against its own model."""
+    try:
+        return json.load(open(os.path.join(out_dir, 'config.json'))).get('model')
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def build_model(name, cfg):

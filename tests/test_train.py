@@ -184,6 +184,17 @@ def test_resume_refuses_a_checkpoint_of_another_model(char_data, run4, tmp_path)
     assert p.returncode == 2 and "holds a 'mamba2' model but this config builds 'gpt'" in p.stderr
 
 
+def test_resume_checks_keys_against_the_runs_own_model(char_data, tmp_path):
+    # no --model on the resume line: a Parcae field given at its checkpoint's value is the run's own
+    # key, not an unknown one; given at another value it is a refusal that names it
+    common = [f'--data_dir={char_data}', '--dataset=tiny', '--n_embd=32', '--n_head=2', '--block_size=32',
+              '--batch_size=4', '--eval_iters=1', '--eval_interval=2', '--compile=False', f'--out_dir={tmp_path}/p']
+    run_script('train.py', *common, '--model=parcae', '--max_iters=2')
+    run_script('train.py', *common, '--init_from=resume', '--max_iters=3', '--mean_recurrence=8')
+    p = run_script('train.py', *common, '--init_from=resume', '--max_iters=4', '--mean_recurrence=2', check=False)
+    assert p.returncode == 2 and 'mean_recurrence=2' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+
+
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(char_data, tmp_path):
     out = tmp_path / 'nan'
     p = train(char_data, out, '--max_iters=10', '--eval_interval=2', '--learning_rate=1e999', '--warmup_iters=0',
