@@ -6,6 +6,7 @@ import os
 import subprocess
 
 import pytest
+import torch
 
 from tools import results
 import models
@@ -54,6 +55,19 @@ def test_fon_and_its_transformers_are_parameter_matched():
         assert abs(n_params(runs[name], 66) / fon - 1) < 1e-3
     # the learned table (8x the training length) is the only difference of the learned-position GPT
     assert n_params(runs['GPT learned'], 66) - n_params(runs['GPT RoPE'], 66) == 8 * 128 * 128
+
+
+def test_fon_and_its_mamba2_are_matched_in_parameters_and_flops():
+    runs = results.PAPERS['fon']['runs']
+    sizes = {}
+    for name in ('FON PC', 'Mamba2'):
+        cfg = models.resolve_config(runs[name])
+        with torch.device('meta'):
+            m = models.build_model(cfg['model'], {**cfg, 'vocab_size': 66})
+        sizes[name] = (m.num_params(), m.flops_per_token(cfg['block_size']))
+    assert abs(sizes['Mamba2'][0] / sizes['FON PC'][0] - 1) < 0.02, sizes    # 880,608 vs 891,908
+    assert abs(sizes['Mamba2'][1] / sizes['FON PC'][1] - 1) < 0.01, sizes    # 6.92M vs 6.91M FLOPs per token
+    assert all(results.PAPERS['fon']['seeds_by_run'][n] >= 3 for n in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi'))
 
 
 def test_a_diverged_run_is_a_result(tmp_path, monkeypatch):
