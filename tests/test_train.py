@@ -1,12 +1,13 @@
 """The trainer: loss falls, exact resume, DDP, compile, dry runs, and one-line errors."""
 import json
 import os
+import weakref
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import get_batch, read_log, run_script
+from conftest import get_batch, read_log, run_script, train_script
 
 TINY = ['--dataset=tiny', '--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=8',
         '--eval_iters=2', '--log_interval=1', '--compile=False']
@@ -83,6 +84,30 @@ def test_resume_is_exact_on_cuda_where_parcae_draws_its_state(char_data, tmp_pat
     run_script('train.py', f'--out_dir={b}', '--max_iters=4', *common)
     run_script('train.py', f'--out_dir={b}', '--max_iters=8', '--init_from=resume', *common)
     assert {r['iter']: r['loss'] for r in read_log(a)} == {r['iter']: r['loss'] for r in read_log(b)}
+
+
+def test_a_training_step_keeps_no_logits(char_data, tmp_path, monkeypatch):
+    # the logits (B x T x vocab: GBs at a 32k vocabulary) must be freed before the next step's
+    # forward; `_, loss = model(...)` kept them alive until it was assigned again
+    T = train_script()
+    build, refs, alive = T.train.__globals__['build_model'], [], []
+
+    def tracked(name, cfg):
+        m = build(name, cfg)
+        forward = m.forward
+
+        def spy(idx, targets=None):
+            if m.training:
+                alive.append(any(r() is not None for r in refs))
+            logits, loss = forward(idx, targets)
+            if m.training:
+                refs.append(weakref.ref(logits))
+            return logits, loss
+        m.forward = spy
+        return m
+    monkeypatch.setitem(T.train.__globals__, 'build_model', tracked)
+    T.main([f'--data_dir={char_data}', f'--out_dir={tmp_path}/out', *TINY, '--max_iters=4', '--eval_interval=4'])
+    assert len(alive) == 4 and not any(alive), alive
 
 
 def test_ddp_two_gloo_processes(char_data, tmp_path):
