@@ -425,7 +425,7 @@ def fon(seeds, iters):
         md.append(f'| {name} | ' + ' | '.join(f"{r['loss']:.3f} ({r['delta_pct']:+.1f}%)" if math.isfinite(r['loss'])
                                               else 'n/a' for r in e['rows']) + ' |')
     md += ['', 'Infill (hole fine-tuned runs, seed 1337; holes as in training: stride 8, p 0.15, every val sequence '
-           'holed; full-vocabulary argmax at the hole; eval.py --infill):', '',
+           'holed; full-vocabulary argmax at the hole; tools/eval.py --infill):', '',
            '| run | holes | fill at the hole | same model, un-holed prefix | before hole fine-tuning, holed prefix |',
            '|---|---|---|---|---|']
     for name, f in fill.items():
@@ -449,8 +449,9 @@ def write(paper, rows, fig, extra, seeds):
     fig.savefig(png, dpi=80)
     Image.open(png).convert('RGB').quantize(256).save(png, optimize=True)   # a palette: a third of the bytes
     lines = [f"# {paper}: {PAPERS[paper]['claim']}", '',
-             f"{PAPERS[paper].get('data', 'Tiny Shakespeare characters')}, whole validation stream (eval.py "
-             f"--stream=True), {seeds} seed(s) from 1337. Command: `python -m tools.results {paper}`.", '',
+             f"{PAPERS[paper].get('data', 'Tiny Shakespeare characters')}, whole validation stream (tools/eval.py "
+             f"--stream=True), seeds from 1337 (the per-seed column lists each run's). Command: "
+             f"`python -m tools.results {paper}`.", '',
              f"| run | model | {PAPERS[paper].get('metric', 'val loss')} (mean +- sd) | per seed | train wall time |",
              '|---|---|---|---|---|']
     for r in rows:
