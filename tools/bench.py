@@ -272,7 +272,10 @@ def cpu_step_bytes(model, opts, loss_fn):
     return p + g + state + sum(saved.values())
 
 
-def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak):
+def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak, go=lambda: None, detail=False):
+    """Training steps of one model: `warmup` (with compile: mostly compilation), then go() (the GPU
+    check lets one model measure at a time), then `iters` timed. detail: each optimizer's step timed
+    on its own and one profiled step for the attention kernel (the GPU check's extra columns)."""
     device_type = 'cuda' if dev.startswith('cuda') else 'cpu'
     sync = torch.cuda.synchronize if device_type == 'cuda' else (lambda: None)
     torch.manual_seed(opt['seed'])
@@ -292,24 +295,35 @@ def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak):
     def step():
         loss = loss_fn()
         loss.backward()
+        opt_s = []
         for o in opts:
+            if detail:
+                sync()
+            t0 = time.perf_counter()
             o.step()
+            if detail:
+                sync()
+            opt_s.append(time.perf_counter() - t0)
             o.zero_grad(set_to_none=True)
-        return loss
+        return loss.detach(), opt_s
     t0 = time.perf_counter()
     for _ in range(opt['warmup']):
         step()
     sync()
-    warmup_s = time.perf_counter() - t0   # with compile: mostly compilation
+    warmup_s = time.perf_counter() - t0
+    if device_type == 'cuda':
+        torch.cuda.empty_cache()   # a model that waits for go() holds its weights, not its peak
+    go()
     if device_type == 'cuda':
         torch.cuda.reset_peak_memory_stats(dev)
-    times = []
+    times, opt_times = [], []
     for _ in range(opt['iters']):
         sync()
         t0 = time.perf_counter()
-        loss = step()
+        loss, opt_s = step()
         sync()
         times.append(time.perf_counter() - t0)
+        opt_times.append(opt_s)
     if device_type == 'cuda':
         mem = torch.cuda.max_memory_allocated(dev)
     else:
@@ -321,6 +335,12 @@ def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak):
            'flops_per_s': fpt * B * T / s, 'mfu': fpt * B * T / s / peak, 'batch_size': B, 'block_size': T,
            'n_embd': getattr(model.config, 'n_embd', None), 'd_ff': getattr(model.config, 'd_ff', None),
            'loss': loss.item(), 'warmup_s': warmup_s}
+    if detail:
+        acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device_type == 'cuda' else [])
+        with torch.profiler.profile(activities=acts) as prof:
+            step()
+        rec['sdpa'] = attention_kernels(prof.events())
+        rec['optimizer_ms'] = [1000 * statistics.median(c) for c in zip(*opt_times)]
     del model, run, opts
     if device_type == 'cuda':
         torch.cuda.empty_cache()
@@ -408,76 +428,22 @@ def decode_gap(model, x):
 
 def check_model(name, cfg, opt, dev, lengths, go=lambda: None):
     """One row of the GPU check, in the config's own dtype: the decode against the forward, then
-    compiled training steps (warm-up: mostly compilation), then, once go() returns (the parent
-    lets one model measure at a time), the timed steps with each optimizer timed on its own, one
-    profiled step for the attention kernel, peak memory and the decode speed."""
+    bench_train's compiled steps with their details, dynamo's counts, and the decode speed."""
     dev, ptdtype, ctx = resolve_device(dev, cfg['dtype'])
-    cuda = dev.startswith('cuda')
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    if cuda:
+    if dev.startswith('cuda'):
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = use_tf32(cfg, ptdtype)
-    torch.manual_seed(opt['seed'])
-    model = build_model(cfg['model'], cfg).to(dev)
-    B, T, V = cfg['batch_size'], cfg['block_size'], model.config.vocab_size
     row = {'dtype': str(ptdtype).split('.')[-1]}
-    if hasattr(model, 'decode_step'):
-        model.eval()
-        row['decode_gap'] = decode_gap(model, torch.randint(V, (1, min(16, T)), device=dev))
-    model.train()
-    opts = configure_optimizers(model, cfg, 'cuda' if cuda else 'cpu')
-    stats = compile_stats()
-    run = torch.compile(model, backend=opt['backend'])
-    g = torch.Generator().manual_seed(opt['seed'])
-    x, y = (torch.randint(V, (B, T), generator=g).to(dev) for _ in range(2))
-
-    def step():
-        with ctx:
-            loss = run(x, y)[1]
-        loss.backward()
-        opt_s = []
-        for o in opts:
-            sync()
-            t0 = time.perf_counter()
-            o.step()
-            sync()
-            opt_s.append(time.perf_counter() - t0)
-            o.zero_grad(set_to_none=True)
-        return loss.detach(), opt_s
-    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
-        t0 = time.perf_counter()
-        for _ in range(opt['warmup']):
-            step()
-        sync()
-        row['warmup_s'] = time.perf_counter() - t0
-        if cuda:
-            torch.cuda.empty_cache()   # the models that wait hold their weights, not their peak
-        go()
-        if cuda:
-            torch.cuda.reset_peak_memory_stats(dev)
-        times, opt_times = [], []
-        for _ in range(opt['iters']):
-            sync()
-            t0 = time.perf_counter()
-            loss, opt_s = step()
-            sync()
-            times.append(time.perf_counter() - t0)
-            opt_times.append(opt_s)
-        mem = torch.cuda.max_memory_allocated(dev) if cuda else cpu_step_bytes(model, opts, lambda: model(x, y)[1])
-        acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
-        with torch.profiler.profile(activities=acts) as prof:
-            step()
-    row['sdpa'] = attention_kernels(prof.events())
-    row.update(stats())
-    s = statistics.median(times)
-    fpt = model.flops_per_token(T)
-    peak = peak_flops(dev, ptdtype)
-    row.update({'params': model.num_params(), 'flops_per_token': fpt, 'ms_per_step': 1000 * s,
-                'tokens_per_s': B * T / s, 'mfu': fpt * B * T / s / peak, 'peak_mem_mb': mem / 2 ** 20,
-                'loss': loss.item(), 'optimizer_ms': [1000 * statistics.median(c) for c in zip(*opt_times)]})
-    del model, run, opts
-    if cuda:
-        torch.cuda.empty_cache()
     if hasattr(model_classes(cfg['model'])[0], 'decode_step'):
+        torch.manual_seed(opt['seed'])
+        model = build_model(cfg['model'], cfg).to(dev).eval()
+        row['decode_gap'] = decode_gap(model, torch.randint(model.config.vocab_size, (1, min(16, cfg['block_size'])), device=dev))
+        del model
+    stats = compile_stats()
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        row.update(bench_train(name, cfg, {**opt, 'compile': True}, dev, ptdtype, ctx, peak_flops(dev, ptdtype), go,
+                               detail=True))
+    row.update(stats())
+    if 'decode_gap' in row:
         decode = bench_decode(name, cfg, opt, dev, ctx, lengths)
         row['decode_ms'] = [r['ms_per_token'] for r in decode]
         row['state_mb'] = [r['state_mb'] for r in decode]
