@@ -367,8 +367,11 @@ def headline(rows, curves, runs):
     FON's gap to it: 'holds' where the gap exceeds two of the larger sd, else 'tie' or 'not shown'."""
     by = {r['run']: r for r in rows}
     fon_row = by['FON PC']
-    md = [f"Headline (FON Table 2 at CPU scale; {runs['FON PC']} seeds each, the same recipe and tokens): val "
-          "loss over the whole stream; at 2/3 the logged eval-set loss at iteration 1000 (mean over seeds).", '',
+    cfg = json.load(open(os.path.join(run_dir('fon', 'FON PC', 1337), 'config.json')))
+    tokens = cfg['batch_size'] * cfg['gradient_accumulation_steps'] * cfg['block_size'] * cfg['max_iters']
+    md = [f"Headline (FON Table 2 at CPU scale, on this repo's CPU recipe, not the paper's; {runs['FON PC']} seeds "
+          f"each, {tokens:,} tokens each): val loss over the whole stream; at 2/3 the logged eval-set loss at "
+          "iteration 1000 (mean over seeds).", '',
           '| run | params, paper convention (tied matrix twice) | non-embedding | FLOPs/token | val loss | at 2/3 | '
           'FON - run | FON vs run |', '|---|---|---|---|---|---|---|---|']
     for name in runs:
