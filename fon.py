@@ -67,6 +67,7 @@ class FONConfig:
     dropout: float = 0.0
     tie_weights: bool = True       # Methods: "Embedding and output head shared"
     delay_lr_scale: float = 10.0   # the delay logits' learning rate / the others'
+    emb_scale: float = 1.0         # h_0 = emb_scale (e + pos kernel); 'sqrt': sqrt(n_embd)
 
     def __post_init__(self):
         self.d_ff = self.d_ff or 4 * self.n_embd
@@ -393,6 +394,7 @@ class FON(nn.Module):
         cfg = self.config = config
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.pos_kernel = nn.Parameter(torch.zeros(cfg.pos_kernel, cfg.n_embd)) if cfg.pos_kernel else None
+        self.h0_scale = math.sqrt(cfg.n_embd) if cfg.emb_scale == 'sqrt' else float(cfg.emb_scale)
         self.drop = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList([DraftLayer(cfg) for _ in range(cfg.n_layer)])
         self.revision = Revision(cfg)
@@ -464,7 +466,7 @@ class FON(nn.Module):
         h = e
         if self.pos_kernel is not None:
             h = h + temporal_conv_depthwise(e, self.pos_kernel)
-        return e, self.drop(h)
+        return e, self.drop(self.h0_scale * h)
 
     def forward(self, idx, targets=None, holes=None, coupling=None):
         """idx (B, T); holes (B, T) bool or None: at a hole idx holds the MASK id and the logits
@@ -519,6 +521,7 @@ class FON(nn.Module):
             win = torch.cat([state['emb'], e.unsqueeze(1)], 1)
             h = e + (self.pos_kernel.flip(0) * win).sum(1)
             state['emb'] = win[:, 1:]
+        h = self.h0_scale * h
         pc = state['coupling'] == 'PC'
         i = 0
         for _ in range(self.config.num_recur):
