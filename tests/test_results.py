@@ -2,6 +2,7 @@
 lists the driver trains), a run that diverges is a result rather than a crash, and a missing dataset
 is one line. Nothing here trains a model."""
 import json
+import math
 import os
 import subprocess
 
@@ -107,3 +108,30 @@ def test_a_missing_dataset_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as e:
         results.main(['workspace'])
     assert str(e.value).startswith('no data/shakespeare_byte: run python prepare_data.py shakespeare --tokenizer byte')
+
+
+def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
+    # FON PC, a causal GPT, a GPT trained causal=False (the BERT-style encoder, holed from its first step) and
+    # Mamba2, each config/fon/fon_cpu_battery.py's d 64, L 2 model, each fine-tuned as fon_cpu_battery_ft.py does
+    spec = results.PAPERS['battery']
+    assert list(results.PAPERS)[-1] == 'battery' and spec['dataset'] == ('synthetic', 'synthetic')
+    assert spec['seeds'] == 1 and set(spec['finetune']) == {f'{name} + holes' for name in spec['runs']}
+    ft = models.resolve_config(['config/fon/fon_cpu_battery_ft.py'])
+    for name, args in spec['runs'].items():
+        pre = models.resolve_config(args)
+        src, extra = spec['finetune'][f'{name} + holes']
+        tuned = models.resolve_config(spec['runs'][src] + extra)
+        bidirectional = 'bidirectional' in name
+        assert (pre['dataset'], pre['block_size'], pre['n_embd'], pre['n_layer'], pre['max_iters']) == \
+            ('synthetic', 96, 64, 2, 400), name
+        assert pre['causal'] == tuned['causal'] == (not bidirectional) and pre['p_fill'] == (1.0 if bidirectional else 0.0)
+        same = ('p_fill', 'hole_stride', 'p_hole', 'learning_rate', 'schedule', 'warmup_iters', 'max_iters', 'eval_interval')
+        assert {k: tuned[k] for k in same} == {k: ft[k] for k in same}, name
+        assert tuned['model'] == pre['model'] == {'FON PC': 'fon', 'Mamba2': 'mamba2'}.get(name, 'gpt')
+
+
+def test_wilson_interval():
+    assert results.wilson(50, 100) == pytest.approx((0.4038, 0.5962), abs=1e-4)
+    lo, hi = results.wilson(0, 375)
+    assert lo == 0 and hi == pytest.approx(0.0101, abs=1e-4)      # what an all-wrong task's row shows
+    assert results.wilson(375, 375)[1] == 1 and all(math.isnan(x) for x in results.wilson(0, 0))
