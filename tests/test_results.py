@@ -124,8 +124,10 @@ def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
         bidirectional = 'bidirectional' in name
         assert (pre['dataset'], pre['block_size'], pre['n_embd'], pre['n_layer'], pre['max_iters']) == \
             ('synthetic', 96, 64, 2, 400), name
-        assert pre['causal'] == tuned['causal'] == (not bidirectional) and pre['p_fill'] == (1.0 if bidirectional else 0.0)
-        same = ('p_fill', 'hole_stride', 'p_hole', 'learning_rate', 'schedule', 'warmup_iters', 'max_iters', 'eval_interval')
+        assert pre['causal'] == tuned['causal'] == (not bidirectional)
+        assert pre['p_fill'] == (1.0 if bidirectional else 0.0)
+        same = ('p_fill', 'hole_stride', 'p_hole', 'learning_rate', 'schedule', 'warmup_iters', 'max_iters',
+                'eval_interval')
         assert {k: tuned[k] for k in same} == {k: ft[k] for k in same}, name
         assert tuned['model'] == pre['model'] == {'FON PC': 'fon', 'Mamba2': 'mamba2'}.get(name, 'gpt')
 
