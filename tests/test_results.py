@@ -137,3 +137,39 @@ def test_wilson_interval():
     lo, hi = results.wilson(0, 375)
     assert lo == 0 and hi == pytest.approx(0.0101, abs=1e-4)      # what an all-wrong task's row shows
     assert results.wilson(375, 375)[1] == 1 and all(math.isnan(x) for x in results.wilson(0, 0))
+
+
+def test_battery_report_pools_seeds_and_checks_the_claim(tmp_path, monkeypatch):
+    # the report alone, from made-up readings (nothing trains): a bidirectional GPT right everywhere, FON right
+    # (0.9) wherever its look-ahead reaches and wrong on the far five, the causal readers wrong everywhere
+    import battery
+    monkeypatch.chdir(tmp_path)
+
+    def train(args, out, seed, iters):
+        os.makedirs(out, exist_ok=True)
+        json.dump({'model': 'gpt', 'causal': 'bidirectional' not in out}, open(os.path.join(out, 'config.json'), 'w'))
+        return 60.0
+
+    def reading(out, file, *args):
+        bi, fon = 'bidirectional' in out, 'FON' in out
+        rows = {t: {'n': 10, 'chance': battery.CHANCE[t], 'future': t in battery.FUTURE} for t in battery.TASKS}
+        for t, r in rows.items():
+            r.update({'fill_bidirectional': 1.0} if bi else
+                     {'fill': 0.9 if fon and t not in battery.FAR else 0.0, 'generate': 0.0})
+        return {'tasks': rows}
+    monkeypatch.setattr(results, 'train', train)
+    monkeypatch.setattr(results, 'evaluate', lambda out, *a: {'loss': 2.0})
+    monkeypatch.setattr(results, 'eval_json', reading)
+    rows, fig, md = results.battery(2, 0)
+    assert [r['run'] for r in rows[:4]] == list(results.PAPERS['battery']['runs']) and len(rows) == 8
+    assert all(r['losses'] == [2.0, 2.0] and r['seconds'] == 120.0 for r in rows)
+    assert rows[2]['model'] == 'gpt, causal=False' and rows[1]['model'] == 'gpt'
+    lines = md.splitlines()
+    table = [line for line in lines if line.startswith('| ')]
+    assert len(table) == 1 + len(battery.TASKS) + 3 and '| ind_r_far (future, far) | 0.000 | 20 |' in md
+    assert '| add | 0.005 | 20 | 0.900 [0.699, 0.972] | 0.000 [0.000, 0.161] | 1.000 [0.839, 1.000] |' in md
+    assert "| Table 8 six, pooled | 0.171 | 120 | 0.900 " in md and 'Per seed, fill' in md
+    assert "above the causal GPT's on 6 of 6 Table 8 tasks, 5 of the 5 future-dependent ones and 0 of their 5 far" in md
+    assert "bidirectional GPT's on 16 of 16 tasks; the bidirectional GPT above every other model on 5." in md
+    assert "causal GPT's fill on 10 of 10, its generation on 10 of 10, Mamba2's fill on 10 of 10." in md
+    assert "FON PC at chance on 5 of 5 far and 0 of 5 near; the bidirectional GPT above chance on 5 of 5 far" in md
