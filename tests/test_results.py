@@ -130,6 +130,10 @@ def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
                 'eval_interval')
         assert {k: tuned[k] for k in same} == {k: ft[k] for k in same}, name
         assert tuned['model'] == pre['model'] == {'FON PC': 'fon', 'Mamba2': 'mamba2'}.get(name, 'gpt')
+    # the two GPTs are one model (RoPE both) but for the reading they are trained for
+    gpts = [models.resolve_config(spec['runs'][name]) for name in ('GPT causal', 'GPT bidirectional (causal=False)')]
+    assert gpts[0]['pos'] == gpts[1]['pos'] == 'rope'
+    assert {k for k in gpts[0] if gpts[0][k] != gpts[1][k]} == {'out_dir', 'causal', 'p_fill'}
 
 
 def test_wilson_interval():

@@ -487,7 +487,7 @@ def battery(seeds, iters):
 
     Time: about 8 minutes on 2 cores, two chains at once (--seeds=3: about 25), extrapolated from
     what one thread took at load 5 on a 2-core machine: per iteration FON 60 ms hole-free and 127
-    ms holed, Mamba2 135 ms, the GPTs 30 ms, so 300-380 s for the FON and Mamba2 chains and about
+    ms holed, Mamba2 135 ms, the GPTs 33 ms, so 300-380 s for the FON and Mamba2 chains and about
     100 s for each GPT's, scoring included (--iters=20 took 175 s one job at a time, 125 s of it
     scoring the 8 runs and reading the 4 batteries)."""
     from battery import FAR, NEAR
