@@ -6,12 +6,19 @@ line, prompt + answer + suffix + "\n":
     meml 4 <10-20 filler words> = 4                     long-range memory of one digit
     add 36+69 = 105          statel 6 -9 -5 +8 = 0 (a counter mod 10)          cmp 822 395 = >
     sortrel 7 9 1 4 ? 9 = 4  (the queried digit's rank in the sorted list)
-In those six the prompt holds everything the answer needs. In FUTURE (ind_r, state_inv, perm_h1,
-mem_r, trans_r) the answer comes before what decides it, so a causal reader is at chance:
+In those six the prompt holds everything the answer needs. In FUTURE the answer comes before what
+decides it, so a causal reader is at chance. NEAR (ind_r, state_inv, perm_h1, mem_r, trans_r):
     indr 2xq = 2xq           stateinv 1 +6 -2 +3 = 8 (the start)    permh1 1 5 2 7 3 0 6 4 (missing)
     memr h = 3 ? i=6 h=3     transr t n = < ? t<v v<n
-with that evidence laid out the same way every time within 14 characters after the answer, the
-reach of FON's bidirectional ripple kernels (width 32, centred).
+with that evidence laid out the same way every time within 14 characters after the answer, well
+inside the reach of FON's bidirectional revision. That reach, FON_REACH = 30 positions after a
+hole at the battery config's FON, is two stacked centred ripple kernels of width 32 (offsets up to
++15 each, n_ripple 2; gamma addressing alone reaches 16); tests/test_fon.py measures it. FAR
+(ind_r_far, ..., trans_r_far): the same five with 8-12 filler words between the answer and its
+evidence, which then starts 33-49 characters after the answer's end (evidence_gap), beyond that
+reach, so a model whose only look-ahead is FON's revision is at chance there and full attention is not:
+    indrfar 2xq kwe obt zrq ahm vox luw pem tid = 2xq
+    memrfar h = 3 uat jis qom beq wyx ryo kad fub ? i=6 h=3
 CHANCE is a uniform guess among the answers the task's format allows. The prompt does not end
 with a space and the answer and any suffix start with one, so the prompt's tokens (and those of
 prompt + answer) are a prefix of the example's under every tokenizer (GPT-2's pre-tokenizer
@@ -85,7 +92,7 @@ def _cmp(rng):
 
 # the future-dependent fill tasks: the prompt says nothing about the answer, the suffix decides it,
 # laid out the same way every time within 14 characters after the answer (the reach of FON's
-# bidirectional ripple kernels)
+# bidirectional ripple kernels); _far() makes their far variants
 
 def _ind_r(rng):
     s = ''.join(rng.choices(LETTERS + DIGITS, k=3))
@@ -115,14 +122,43 @@ def _trans_r(rng):
     return f'transr {x} {y} =', ' <' if x == a else ' >', f' ? {a}<{b} {b}<{c}'
 
 
+# the far variants: the same five with filler words between the answer and its evidence
+FON_REACH = 30            # a FON hole's output depends on the positions up to 30 after it (n_ripple 2 x 15)
+FAR_FILLER = (8, 12)      # filler words: 31-47 characters, so the evidence starts 33-49 after the answer
+
+
+def _far(near):
+    """The far variant of a NEAR task: its prompt's first word gets 'far' (indr -> indrfar) and
+    FAR_FILLER random words go between the answer and the suffix that decides it."""
+    def far(rng):
+        prompt, answer, suffix = near(rng)
+        name, _, rest = prompt.partition(' ')
+        return name + 'far' + (' ' + rest if rest else ''), answer, ' ' + _words(rng, *FAR_FILLER) + suffix
+    return far
+
+
+NEAR = ('ind_r', 'state_inv', 'perm_h1', 'mem_r', 'trans_r')   # the answer depends on text just after it
+FAR = tuple(f'{t}_far' for t in NEAR)                          # ... on text beyond FON's ripple reach
 TASKS = {'mem_s4': _mem_s4, 'mem_l': _mem_l, 'add': _add, 'state_l': _state_l, 'sort_rel': _sort_rel, 'cmp': _cmp,
          'ind_r': _ind_r, 'state_inv': _state_inv, 'perm_h1': _perm_h1, 'mem_r': _mem_r, 'trans_r': _trans_r}
-FUTURE = ('ind_r', 'state_inv', 'perm_h1', 'mem_r', 'trans_r')   # the answer depends on text after it
+TASKS.update({f'{t}_far': _far(TASKS[t]) for t in NEAR})
+FUTURE = NEAR + FAR   # the answer depends on text after it
 # chance: the accuracy of a uniform guess among the answers the task's format allows, which is all
 # a model can do without the evidence (for FUTURE tasks: all a causal model can do)
 CHANCE = {'mem_s4': 1 / 4, 'mem_l': 1 / 10, 'add': 1 / 199, 'state_l': 1 / 10,
           'sort_rel': sum(1 / k for k in range(3, 7)) / 4, 'cmp': 1 / 3,
           'ind_r': 1 / 36 ** 3, 'state_inv': 1 / 10, 'perm_h1': 1 / 8, 'mem_r': 1 / 10, 'trans_r': 1 / 2}
+CHANCE.update({f'{t}_far': CHANCE[t] for t in NEAR})
+
+
+def evidence_gap(prompt, answer, suffix):
+    """Characters from the answer's end to where a FUTURE example's evidence starts: past the
+    suffix's leading space and any filler words (3 lowercase letters; no task's evidence opens with one)."""
+    words = suffix.split(' ')[1:]
+    k = 0
+    while k < len(words) and len(words[k]) == 3 and words[k].isalpha() and words[k].islower():
+        k += 1
+    return len(suffix) - len(' '.join(words[k:]))
 
 
 def synthetic_examples(task, n, seed):

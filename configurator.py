@@ -200,6 +200,16 @@ def check_settings(cfg):
         raise ConfigError(f"mask_id must be None or a token id >= 0, got {cfg['mask_id']!r}")
     if not cfg['out_dir']:
         raise ConfigError("out_dir must name a folder, got ''")
+    if not cfg['causal']:    # a BERT-style encoder: full attention, trained at holes only
+        if cfg['model'] != 'gpt':
+            raise ConfigError(f"causal=False needs model 'gpt' (full attention; the {cfg['model']} model has no "
+                              f"bidirectional reading), got model={cfg['model']!r}")
+        if cfg['p_fill'] <= 0:
+            raise ConfigError("causal=False trains on holes only (with full attention every other target is in "
+                              f"the input): it needs p_fill > 0, got p_fill={cfg['p_fill']!r}")
+        windows = cfg.get('windows') or ()
+        if any((windows,) if isinstance(windows, int) else windows):
+            raise ConfigError(f"causal=False needs global attention layers, got windows={windows!r} (windows are causal)")
 
 
 # ----------------------------------------------------------------------------- the data a config names

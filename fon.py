@@ -67,7 +67,7 @@ class FONConfig:
     dropout: float = 0.0
     tie_weights: bool = True       # Methods: "Embedding and output head shared"
     delay_lr_scale: float = 10.0   # the delay logits' learning rate / the others'
-    emb_scale: float = 1.0         # h_0 = emb_scale (e + pos kernel); 'sqrt': sqrt(n_embd)
+    emb_scale: float = 1.0         # h_0 = emb_scale (e + pos kernel); sqrt(d) is Vaswani et al.'s tied-embedding scale
 
     def __post_init__(self):
         self.d_ff = self.d_ff or 4 * self.n_embd
@@ -394,7 +394,7 @@ class FON(nn.Module):
         cfg = self.config = config
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.pos_kernel = nn.Parameter(torch.zeros(cfg.pos_kernel, cfg.n_embd)) if cfg.pos_kernel else None
-        self.h0_scale = math.sqrt(cfg.n_embd) if cfg.emb_scale == 'sqrt' else float(cfg.emb_scale)
+        self.h0_scale = cfg.emb_scale
         self.drop = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList([DraftLayer(cfg) for _ in range(cfg.n_layer)])
         self.revision = Revision(cfg)

@@ -190,6 +190,9 @@ def main(argv):
             raise ConfigError(f"unknown key(s) {', '.join(bad)}: neither a sample.py key ({', '.join(DEFAULTS)}) "
                               f"nor a knob of the {ckpt['model_name']} model ({', '.join(knob_names(model)) or 'none'})")
         check_knobs(knobs)
+        if ckpt['config'].get('causal', True) is False:
+            raise ConfigError(f"{args['out_dir']} was trained with causal=False, a bidirectional encoder and never a "
+                              f"generator, and sample.py reads causally: fill its holes with python -m tools.eval --battery")
         meta = ckpt.get('meta')
         if not isinstance(meta, dict) or 'tokenizer' not in meta:
             raise ConfigError(f"the checkpoint in {args['out_dir']} carries no tokenizer (meta['tokenizer']): "

@@ -61,6 +61,8 @@ p_fill = 0.0                 # hole fine-tuning: probability that a sequence get
 hole_stride = 8              # holes fall on positions p with p % hole_stride == 0 ...
 p_hole = 0.15                # ... each with this probability
 mask_id = None               # None: meta.json's mask_id, else the first id after the data's vocabulary
+causal = True                # False (GPT only, needs p_fill > 0): full attention, the loss at the holes only (a
+                             # BERT-style masked-reconstruction encoder); its eval sets are holed and scored there
 # model: any field of the model's config dataclass may be set too; these shape defaults apply
 # to every model that has such a field
 model = 'gpt'
@@ -317,8 +319,8 @@ def block_order(seed, epoch, nblocks):
 
 def get_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
     """(x, y, holes) for micro-step `micro` of iteration `it`. Eval sets use negative iterations
-    and are plain LM windows; training batches may mix in synthetic sequences (p_synth, FON's
-    pretraining) and get holes (p_fill, FON's hole fine-tuning)."""
+    and are plain LM windows (a causal=False run's: every window holed); training batches may mix
+    in synthetic sequences (p_synth, FON's pretraining) and get holes (p_fill, FON's hole fine-tuning)."""
     n, accum = split_batch(cfg, world)
     T = cfg['block_size']
     g = batch_generator(cfg, rank, split, it, micro)
@@ -337,10 +339,19 @@ def get_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
                 marks[use] = synth_marks
     x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
     holes = None
-    if cfg['p_fill'] > 0 and training:
-        x, y, holes = make_holes(x, y, mask, g, cfg['p_fill'], cfg['hole_stride'], cfg['p_hole'],
-                                 None if marks is None else marks[:, :-1])
+    if cfg['p_fill'] > 0 and (training or not cfg['causal']):    # a causal=False run is scored at holes
+        x, y, holes = make_holes(x, y, mask, g, cfg['p_fill'] if training else 1.0, cfg['hole_stride'],
+                                 cfg['p_hole'], None if marks is None else marks[:, :-1])
     return x, y, holes
+
+
+def hole_targets(y, holes):
+    """A causal=False run's targets: the hole's token at a hole, ignored (-1) everywhere else,
+    where full attention sees the next token in the input; with no hole in the batch, every
+    target and a weight of 0, so the step stays finite and adds nothing. Returns (y, weight)."""
+    if not holes.any():
+        return y, 0.0
+    return y.masked_fill(~holes, -1), 1.0
 
 
 # ----------------------------------------------------------------------------- the schedule
@@ -383,18 +394,24 @@ def set_schedule(opts, it, cfg):
 # ----------------------------------------------------------------------------- eval and checkpoints
 @torch.no_grad()
 def estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world):
-    """Mean train and val loss over eval_iters fixed batches. Under torchrun every rank must take
-    the same checkpoint/NaN decision (saving is collective), so the means are averaged over ranks,
-    which also evaluates on world x eval_iters batches."""
+    """Mean train and val loss over eval_iters fixed batches; a causal=False run's is the loss at
+    the holes of its holed eval batches (every sequence holed as in training, full attention), the
+    mean over all their holes. Under torchrun every rank must take the same checkpoint/NaN
+    decision (saving is collective), so the means are averaged over ranks, which also evaluates
+    on world x eval_iters batches."""
     model.eval()
     losses = torch.zeros(2, cfg['eval_iters'], device=dev)   # on dev: nccl reduces only CUDA tensors
+    counts = torch.ones(2, cfg['eval_iters'], device=dev)    # targets scored (causal=False: holes)
     for i, split in enumerate(('train', 'val')):
         for k in range(cfg['eval_iters']):
-            x, y, _ = get_batch(split, -1 - k, 0, cfg, streams, mask, rank, world)
+            x, y, holes = get_batch(split, -1 - k, 0, cfg, streams, mask, rank, world)
+            kw, n = {}, 1
+            if not cfg['causal']:   # the hole loss: full attention, the targets at the holes only
+                y, kw, n = y.masked_fill(~holes, -1), {'causal': False}, int(holes.sum())
             with autocast:
-                _, loss = model(x.to(dev), y.to(dev))
-            losses[i, k] = loss.float()
-    mean = losses.mean(dim=1)
+                _, loss = model(x.to(dev), y.to(dev), **kw)
+            losses[i, k], counts[i, k] = (loss.float() * n, n) if n else (0.0, 0)
+    mean = losses.mean(dim=1) if cfg['causal'] else losses.sum(1) / counts.sum(1)
     if torch.distributed.is_initialized():
         torch.distributed.all_reduce(mean)
         mean /= torch.distributed.get_world_size()
@@ -637,14 +654,21 @@ def train(argv, run):
 
         for micro in range(accum):
             x, y, holes = get_batch('train', iter_num, micro, cfg, streams, mask, rank, world)
+            weight = 1.0
+            if not cfg['causal']:   # BERT-style: full attention, the loss at the holes only
+                y, weight = hole_targets(y, holes)
             x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
             # a batch without holes passes none (holes is on the CPU here: no device sync), so the
             # model's hole stream does not run and its own parameters get no gradient
             kw = {'holes': holes.to(dev)} if holes is not None and holes.any() and 'holes' in knobs else {}
+            if not cfg['causal']:
+                kw = {'causal': False}
             if ddp:  # sync gradients only on the last micro-step
                 model.require_backward_grad_sync = micro == accum - 1
             with autocast:
                 loss = model(x, y, **kw)[1] / accum   # the logits are not kept: at 32k vocab they are GBs
+            if weight != 1.0:
+                loss = loss * weight
             scaler.scale(loss).backward()
         if cfg['grad_clip'] > 0:
             for opt in opts:

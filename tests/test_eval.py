@@ -21,6 +21,7 @@ COMMON = ['--max_iters=4', '--eval_interval=4', '--eval_iters=3', '--batch_size=
           '--n_embd=32', '--n_head=2', '--warmup_iters=1', '--log_interval=1', '--compile=False']
 RUNS = {  # the GPT is hole fine-tuned (p_fill), so its vocabulary has the MASK row infill needs
     'gpt': ['--model=gpt', '--n_layer=1', '--p_fill=0.5'],
+    'bigpt': ['--model=gpt', '--n_layer=1', '--p_fill=0.5', '--causal=False'],   # a BERT-style encoder
     'parcae': ['--model=parcae', '--n_prelude=1', '--n_recur_layers=1', '--n_coda=1', '--mean_recurrence=3'],
     'textnca': ['--model=textnca', '--windows=(4,8)', '--Ts=2', '--d_ff=64'],
 }
@@ -126,14 +127,14 @@ def test_infill_and_battery(runs, tmp_path):
     assert inf['series'] == 1                        # one bar group: fill and the two no-hole readings
     bat = json.load(open(tmp_path / 'battery.json'))
     assert list(bat['tasks']) == list(battery.TASKS)
-    assert bat['readings'] == ['fill', 'fill_bidirectional', 'generate']     # GPT: also full attention
+    assert bat['readings'] == ['fill', 'generate'] and bat['not_read'] == {}     # a causal GPT
     for t, r in bat['tasks'].items():
         assert r['chance'] == battery.CHANCE[t] and r['future'] == (t in battery.FUTURE)
-        if t in ('mem_s4', 'mem_l'):                 # long range: no example fits block_size 32
+        if t in ('mem_s4', 'mem_l') + battery.FAR:   # long range: no example fits block_size 32
             assert r['n'] == 0 and all(r[k] is None for k in bat['readings'])
         else:
             assert r['n'] > 0 and all(0 <= r[k] <= 1 for k in bat['readings'])
-    assert bat['series'] == 4                        # three readings and the chance marks
+    assert bat['series'] == 3                        # two readings and the chance marks
     assert (tmp_path / 'battery.png').exists() and (tmp_path / 'infill.png').exists()
     assert out['infill']['holes'] == inf['holes']
     # the no-hole baseline needs a checkpoint the run was fine-tuned from: none here
@@ -154,17 +155,43 @@ def test_battery_refuses_data_of_another_battery(runs, tmp_path, capsys):
 
 
 def test_battery_compare_is_table_8s_layout(runs, tmp_path):
-    """One table over runs: a Transformer's fill read causally and bidirectionally, every other
-    model's fill (NaN without a MASK row: the Parcae run was never hole fine-tuned)."""
-    res = ev.main(['--compare', runs['gpt'], runs['parcae'], '--battery', '--battery_n=4', f'--out={tmp_path}'])
+    """One table over runs: a Transformer's fill, causal, and a causal=False one's, bidirectional,
+    every other model's fill (NaN without a MASK row: the Parcae run was never hole fine-tuned)."""
+    res = ev.main(['--compare', runs['gpt'], runs['bigpt'], runs['parcae'], '--battery', '--battery_n=4',
+                   f'--out={tmp_path}'])
     bat = json.load(open(tmp_path / 'battery.json'))
-    assert [label for label, _ in bat['columns']] == ['gpt (gpt, causal)', 'gpt (gpt, bidirectional)',
+    assert [label for label, _ in bat['columns']] == ['gpt (gpt, causal)', 'bigpt (gpt, bidirectional)',
                                                       'parcae (parcae, fill)']
     assert bat['series'] == 4 and res['compare']['battery']['table'] == bat['table']
     lines = bat['table'].splitlines()
-    assert len(lines) == 2 + len(battery.TASKS) + 2 and lines[-1].startswith('| future-dependent five, mean')
+    assert len(lines) == 2 + len(battery.TASKS) + 3 and lines[-1].startswith('| future-dependent five far')
+    assert lines[-2].startswith('| future-dependent five, mean')
     assert all(line.rstrip(' |').endswith('nan') for line in lines[2:])
     assert not lines[4].split('|')[3].strip() == 'nan'             # add: the GPT's causal fill
+
+
+def test_a_causal_false_run_is_scored_and_filled_at_its_holes(runs, tmp_path, capsys):
+    """A GPT trained with causal=False: its score is train.py's logged hole loss (holed eval set,
+    full attention, the holes' targets only), the battery reads it in fill mode with full attention
+    and gives it no generate reading, and --infill (a causal model's analysis) refuses it."""
+    res = ev.main([f'--out_dir={runs["bigpt"]}', f'--out={tmp_path}'])['score']
+    assert res['loss'] == pytest.approx(logged_val(runs['bigpt']), abs=1e-5)
+    assert 0 < res['tokens'] < 3 * 4 * 32                 # the holes only
+    stream = ev.main([f'--out_dir={runs["bigpt"]}', '--stream=True', f'--out={tmp_path}'])['score']
+    marks = np.fromfile(os.path.join(runs['data'], 'synthetic', 'val_answers.bin'), dtype=np.uint8)
+    # the answer spans of the val stream, and stride self-holing in a block that holds no answer
+    assert 0 < stream['tokens'] <= int(marks.sum()) + len(marks) // 8
+    bat = ev.main([f'--out_dir={runs["bigpt"]}', '--battery', '--battery_n=8', f'--out={tmp_path}'])['battery']
+    assert bat['readings'] == ['fill_bidirectional'] and 'generate' in bat['not_read']
+    assert all('generate' not in r and (r['n'] == 0 or 0 <= r['fill_bidirectional'] <= 1)
+               for r in bat['tasks'].values())
+    with pytest.raises(SystemExit) as e:
+        ev.main([f'--out_dir={runs["bigpt"]}', '--infill=True', f'--out={tmp_path}'])
+    assert e.value.code == 2 and 'trained with causal=False' in capsys.readouterr().err
+    import sample     # nor does sample.py generate from it
+    with pytest.raises(SystemExit) as e:
+        sample.main([f'--out_dir={runs["bigpt"]}', '--start=add 1+2 =', '--max_new_tokens=2'])
+    assert e.value.code == 2 and 'trained with causal=False' in capsys.readouterr().err
 
 
 def test_textnca_steps_gates_and_Ts_sweep(runs, tmp_path):

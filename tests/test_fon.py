@@ -419,3 +419,41 @@ def test_hole_finetuning_holes_the_answer_spans_of_synthetic_tasks(tmp_path):
         assert checked > 20
     x, y, holes = get_batch({**cfg, 'dataset': 'tiny'}, 'train', 0, mask=99)   # no answers: stride 8
     assert holes.any() and not holes[:, torch.arange(64) % 8 != 0].any()
+
+
+def test_far_battery_tasks_lie_beyond_the_reach_of_a_hole():
+    """battery.FON_REACH is what the battery config's FON sees after its last hole: a hole's logits
+    change with the token 30 positions after it and not with one 31 after (two stacked centred
+    ripple kernels of width 32: +15 each; addressing: 16), so a far task's evidence, 33 or more
+    characters after the answer, cannot reach FON's fill, and a near task's can."""
+    import battery
+    import models
+    cfg = models.resolve_config([os.path.join(ROOT, 'config', 'fon', 'fon_cpu_battery.py'), '--model=fon'])
+    torch.manual_seed(0)
+    m = models.build_model('fon', {**cfg, 'vocab_size': 45})
+    with torch.no_grad():
+        for layer in m.layers:
+            layer.mix.lam.weight.normal_(0, 0.3)
+        m.revision.gate.fill_(0.5)                  # make the revision visible in the outputs
+    m.eval()
+    stoi = {c: i for i, c in enumerate(battery.SYNTH_CHARS)}
+
+    def hole_logits(text, start, end):
+        x = torch.tensor([[stoi[c] for c in text]])
+        holes = torch.zeros_like(x, dtype=torch.bool)
+        holes[0, start:end] = True
+        with torch.no_grad():
+            return m(x.masked_fill(holes, 44), holes=holes)[0][0, start:end]
+
+    def changed(text, start, end, at):      # the hole logits with the character at `at` changed
+        other = text[:at] + ('b' if text[at] != 'b' else 'c') + text[at + 1:]
+        return not torch.equal(hole_logits(text, start, end), hole_logits(other, start, end))
+    for task in ('ind_r', 'ind_r_far', 'mem_r_far'):
+        p, a, s = battery.synthetic_examples(task, 1, 0)[0]
+        text = p + a + s + '\n'
+        start, end = len(p) + 1, len(p) + len(a)       # the answer's characters after its space
+        last = end - 1
+        reach = [d for d in range(1, len(text) - last) if changed(text, start, end, last + d)]
+        assert max(reach) == min(battery.FON_REACH, len(text) - 1 - last), (task, reach)
+        evidence = end + battery.evidence_gap(p, a, s)
+        assert (evidence - last <= battery.FON_REACH) == (task == 'ind_r'), task

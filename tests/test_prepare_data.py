@@ -374,6 +374,11 @@ def check_answer(task, prompt, answer, suffix=''):
     words, a, after = prompt.split(), answer[1:], suffix.split()
     assert words[0] == task.replace('_', '')
     assert (suffix != '') == (task in B.FUTURE)
+    if task in B.FAR:       # the near task's example with 8-12 filler words between the answer and its evidence
+        gap = B.evidence_gap(prompt, answer, suffix)
+        filler = suffix[1:gap - 1].split(' ')
+        assert 8 <= len(filler) <= 12 and all(len(w) == 3 and w.isalpha() for w in filler), suffix
+        return check_answer(task[:-4], prompt.replace('far', '', 1), answer, suffix[gap - 1:])
     if task == 'mem_s4':
         pairs = dict(w.split('=') for w in words[1:5])
         assert len(pairs) == len(set(pairs.values())) == 4 and words[-3] == '?' and len(words) > 11
@@ -408,7 +413,8 @@ def check_answer(task, prompt, answer, suffix=''):
 
 def test_synthetic_answers_are_right():
     assert list(B.TASKS) == ['mem_s4', 'mem_l', 'add', 'state_l', 'sort_rel', 'cmp',      # Table 8
-                             'ind_r', 'state_inv', 'perm_h1', 'mem_r', 'trans_r']         # future-dependent
+                             'ind_r', 'state_inv', 'perm_h1', 'mem_r', 'trans_r',         # future-dependent
+                             'ind_r_far', 'state_inv_far', 'perm_h1_far', 'mem_r_far', 'trans_r_far']   # far
     assert B.CHANCE['mem_s4'] == 0.25 and set(B.CHANCE) == set(B.TASKS)
     for task in B.TASKS:
         ex = B.synthetic_examples(task, 400, seed=3)
@@ -427,21 +433,45 @@ def test_synthetic_answers_are_right():
         B.synthetic_examples('nope', 1, 0)
 
 
+def test_far_tasks_put_their_evidence_beyond_the_ripple_reach():
+    """A FON hole sees 16 positions either side through one centred ripple kernel of width 32 or its
+    gamma addressing, and FON_REACH = 30 after it through the stack of two (test_fon.py measures
+    it on the battery config's FON): the near tasks' evidence lies within 14 characters after the
+    answer, the far tasks' starts more than FON_REACH (so more than 16) after the answer's end, over
+    many seeds; and every example of every task fits the battery config's block_size (char tokens,
+    the newline included)."""
+    from configurator import parse_args
+    block = parse_args([os.path.join(ROOT, 'config', 'fon', 'fon_cpu_battery.py')])['block_size']
+    assert block == 96 and B.FON_REACH == 30
+    longest = 0
+    for seed in range(25):
+        for task in B.TASKS:
+            ex = B.synthetic_examples(task, 200, seed)
+            longest = max(longest, max(len(''.join(e)) + 1 for e in ex))
+            if task in B.NEAR:
+                assert all(len(e[2]) <= 14 and B.evidence_gap(*e) == 1 for e in ex), task
+            if task in B.FAR:
+                gaps = [B.evidence_gap(*e) for e in ex]
+                assert min(gaps) > B.FON_REACH > 16 and (min(gaps), max(gaps)) == (33, 49), (task, seed, min(gaps))
+    assert longest <= block, longest      # mem_l, 91 characters at most
+    assert set(B.FAR) <= set(B.FUTURE) and [t[:-4] for t in B.FAR] == list(B.NEAR)
+
+
 def test_synthetic_dataset(tmp_path):
-    d = P.prepare('synthetic', out_dir=str(tmp_path), seed=7, n_train=3300, n_val=660, quiet=True)
+    d = P.prepare('synthetic', out_dir=str(tmp_path), seed=7, n_train=3200, n_val=640, quiet=True)
     assert d == str(tmp_path / 'synthetic')
     meta, bins = load(d)
     assert meta['tokenizer'] == 'char' and meta['itos'] == B.SYNTH_CHARS and meta['vocab_size'] == len(B.SYNTH_CHARS)
     assert meta['mask_id'] == meta['vocab_size'] and meta['mask_token'] == '_'
-    assert meta['tasks'] == list(B.TASKS) and (meta['seed'], meta['n_train'], meta['n_val']) == (7, 3300, 660)
+    assert meta['tasks'] == list(B.TASKS) and (meta['seed'], meta['n_train'], meta['n_val']) == (7, 3200, 640)
     encode, decode = P.get_tokenizer(meta)
     lines = {s: decode(b.tolist()).split('\n')[:-1] for s, b in bins.items()}
-    assert len(lines['train']) == 3300 and len(lines['val']) == 660
+    assert len(lines['train']) == 3200 and len(lines['val']) == 640
     assert not set(lines['train']) & set(lines['val'])  # disjoint
-    ex = B.synthetic_split(7, 3300, 660)
+    ex = B.synthetic_split(7, 3200, 640)
     for s in ('train', 'val'):
         tasks = [line.split()[0] for line in lines[s]]
-        assert {t: tasks.count(t.replace('_', '')) for t in B.TASKS} == {t: len(lines[s]) // 11 for t in B.TASKS}
+        assert {t: tasks.count(t.replace('_', '')) for t in B.TASKS} == {t: len(lines[s]) // len(B.TASKS) for t in B.TASKS}
         assert [''.join(e[1:]) for e in ex[s]] == lines[s]  # eval.py can rebuild the exact examples
         assert all(check_answer(*e) for e in ex[s])
         # the answer spans, token by token: exactly the answers, in order (the task-given holes)
@@ -451,8 +481,8 @@ def test_synthetic_dataset(tmp_path):
         ends = np.flatnonzero(np.diff(np.concatenate([mark, [0]])) == -1) + 1
         assert [decode(bins[s][i:j].tolist()) for i, j in zip(starts, ends)] == [e[2] for e in ex[s]]
     # deterministic by seed
-    d2 = P.prepare('synthetic', out_dir=str(tmp_path / 'again'), seed=7, n_train=3300, n_val=660, quiet=True)
-    d3 = P.prepare('synthetic', out_dir=str(tmp_path / 'other'), seed=8, n_train=3300, n_val=660, quiet=True)
+    d2 = P.prepare('synthetic', out_dir=str(tmp_path / 'again'), seed=7, n_train=3200, n_val=640, quiet=True)
+    d3 = P.prepare('synthetic', out_dir=str(tmp_path / 'other'), seed=8, n_train=3200, n_val=640, quiet=True)
     for s in ('train', 'val'):
         assert open(f'{d}/{s}.bin', 'rb').read() == open(f'{d2}/{s}.bin', 'rb').read()
         assert open(f'{d}/{s}.bin', 'rb').read() != open(f'{d3}/{s}.bin', 'rb').read()

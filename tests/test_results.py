@@ -2,6 +2,7 @@
 lists the driver trains), a run that diverges is a result rather than a crash, and a missing dataset
 is one line. Nothing here trains a model."""
 import json
+import math
 import os
 import subprocess
 
@@ -150,13 +151,6 @@ def test_seeds_are_the_papers_labels_then_from_1337():
     assert results.seed_list(tx, 'Ts=8', 2) == [1337, 1338]                       # --seeds overrides it
 
 
-def test_wilson_interval():
-    lo, hi = results.wilson(50, 100)      # the textbook value: [0.404, 0.596]
-    assert (round(lo, 3), round(hi, 3)) == (0.404, 0.596)
-    lo, hi = results.wilson(0, 20)
-    assert lo == pytest.approx(0, abs=1e-12) and 0.15 < hi < 0.17
-
-
 def test_comparison_verdicts(monkeypatch):
     monkeypatch.setattr(results, 'counts', lambda out: (100, 90, 6e6))
     curve = [(0, 4.0), (500, 2.5), (1000, 2.0), (1500, 1.9)]
@@ -185,3 +179,72 @@ def test_a_run_read_along_the_way_continues_leg_by_leg(tmp_path, monkeypatch):
     assert '--max_iters=250' in calls[0] and '--init_from=resume' not in calls[0]
     assert calls[1][-2:] == ['--max_iters=750', '--init_from=resume']
     assert json.load(open(os.path.join(out, 'done.json')))['upto'] == 750
+
+
+def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
+    # FON PC, a causal GPT, a GPT trained causal=False (the BERT-style encoder, holed from its first step) and
+    # Mamba2, each config/fon/fon_cpu_battery.py's d 64, L 2 model, each fine-tuned as fon_cpu_battery_ft.py does
+    spec = results.PAPERS['battery']
+    assert list(results.PAPERS)[-1] == 'battery' and spec['dataset'] == ('synthetic', 'synthetic')
+    assert spec['seeds'] == 1 and set(spec['finetune']) == {f'{name} + holes' for name in spec['runs']}
+    ft = models.resolve_config(['config/fon/fon_cpu_battery_ft.py'])
+    for name, args in spec['runs'].items():
+        pre = models.resolve_config(args)
+        src, extra = spec['finetune'][f'{name} + holes']
+        tuned = models.resolve_config(spec['runs'][src] + extra)
+        bidirectional = 'bidirectional' in name
+        assert (pre['dataset'], pre['block_size'], pre['n_embd'], pre['n_layer'], pre['max_iters']) == \
+            ('synthetic', 96, 64, 2, 400), name
+        assert pre['causal'] == tuned['causal'] == (not bidirectional)
+        assert pre['p_fill'] == (1.0 if bidirectional else 0.0)
+        same = ('p_fill', 'hole_stride', 'p_hole', 'learning_rate', 'schedule', 'warmup_iters', 'max_iters',
+                'eval_interval')
+        assert {k: tuned[k] for k in same} == {k: ft[k] for k in same}, name
+        assert tuned['model'] == pre['model'] == {'FON PC': 'fon', 'Mamba2': 'mamba2'}.get(name, 'gpt')
+    # the two GPTs are one model (RoPE both) but for the reading they are trained for
+    gpts = [models.resolve_config(spec['runs'][name]) for name in ('GPT causal', 'GPT bidirectional (causal=False)')]
+    assert gpts[0]['pos'] == gpts[1]['pos'] == 'rope'
+    assert {k for k in gpts[0] if gpts[0][k] != gpts[1][k]} == {'out_dir', 'causal', 'p_fill'}
+
+
+def test_wilson_interval():
+    assert results.wilson(50, 100) == pytest.approx((0.4038, 0.5962), abs=1e-4)
+    lo, hi = results.wilson(0, 375)
+    assert lo == 0 and hi == pytest.approx(0.0101, abs=1e-4)      # what an all-wrong task's row shows
+    assert results.wilson(375, 375)[1] == 1 and all(math.isnan(x) for x in results.wilson(0, 0))
+
+
+def test_battery_report_pools_seeds_and_checks_the_claim(tmp_path, monkeypatch):
+    # the report alone, from made-up readings (nothing trains): a bidirectional GPT right everywhere, FON right
+    # (0.9) wherever its look-ahead reaches and wrong on the far five, the causal readers wrong everywhere
+    import battery
+    monkeypatch.chdir(tmp_path)
+
+    def train(args, out, seed, iters):
+        os.makedirs(out, exist_ok=True)
+        json.dump({'model': 'gpt', 'causal': 'bidirectional' not in out}, open(os.path.join(out, 'config.json'), 'w'))
+        return 60.0
+
+    def reading(out, file, *args):
+        bi, fon = 'bidirectional' in out, 'FON' in out
+        rows = {t: {'n': 10, 'chance': battery.CHANCE[t], 'future': t in battery.FUTURE} for t in battery.TASKS}
+        for t, r in rows.items():
+            r.update({'fill_bidirectional': 1.0} if bi else
+                     {'fill': 0.9 if fon and t not in battery.FAR else 0.0, 'generate': 0.0})
+        return {'tasks': rows}
+    monkeypatch.setattr(results, 'train', train)
+    monkeypatch.setattr(results, 'evaluate', lambda out, *a: {'loss': 2.0})
+    monkeypatch.setattr(results, 'eval_json', reading)
+    rows, fig, md = results.battery(2, 0)
+    assert [r['run'] for r in rows[:4]] == list(results.PAPERS['battery']['runs']) and len(rows) == 8
+    assert all(r['losses'] == [2.0, 2.0] and r['seconds'] == 120.0 for r in rows)
+    assert rows[2]['model'] == 'gpt, causal=False' and rows[1]['model'] == 'gpt'
+    lines = md.splitlines()
+    table = [line for line in lines if line.startswith('| ')]
+    assert len(table) == 1 + len(battery.TASKS) + 3 and '| ind_r_far (future, far) | 0.000 | 20 |' in md
+    assert '| add | 0.005 | 20 | 0.900 [0.699, 0.972] | 0.000 [0.000, 0.161] | 1.000 [0.839, 1.000] |' in md
+    assert "| Table 8 six, pooled | 0.171 | 120 | 0.900 " in md and 'Per seed, fill' in md
+    assert "above the causal GPT's on 6 of 6 Table 8 tasks, 5 of the 5 future-dependent ones and 0 of their 5 far" in md
+    assert "bidirectional GPT's on 16 of 16 tasks; the bidirectional GPT above every other model on 5." in md
+    assert "causal GPT's fill on 10 of 10, its generation on 10 of 10, Mamba2's fill on 10 of 10." in md
+    assert "FON PC at chance on 5 of 5 far and 0 of 5 near; the bidirectional GPT above chance on 5 of 5 far" in md

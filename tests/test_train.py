@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+import models
 from conftest import get_batch, read_log, run_script, train_script
 
 TINY = ['--dataset=tiny', '--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=8',
@@ -241,3 +242,65 @@ def test_default_run_uses_offline_synthetic_data(tmp_path):
     assert os.path.isfile(tmp_path / 'data' / 'synthetic' / 'meta.json')
     assert os.path.isfile(tmp_path / 'out' / 'ckpt.pt')
     assert 'step 3' in p.stdout
+
+
+def test_causal_false_needs_a_gpt_and_holes(char_data, tmp_path):
+    # a bidirectional (BERT-style) run: full attention is a GPT's, and without holes it has nothing to learn
+    cases = [
+        (['--model=fon', '--p_fill=0.5'], "causal=False needs model 'gpt'"),
+        (['--model=mamba2', '--p_fill=0.5'], "causal=False needs model 'gpt'"),
+        (['--model=gpt'], 'causal=False trains on holes only'),
+        (['--model=gpt', '--p_fill=0.5', '--windows=8'], 'causal=False needs global attention layers'),
+    ]
+    for args, msg in cases:
+        p = run_script('train.py', f'--data_dir={char_data}', '--dataset=tiny', '--causal=False', *args,
+                       f'--out_dir={tmp_path}/o', '--max_iters=0', check=False)
+        assert p.returncode == 2 and msg in p.stderr and 'Traceback' not in p.stderr, (args, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not os.path.exists(tmp_path / 'o')
+
+
+def test_causal_false_trains_and_evaluates_at_the_holes_only(char_data, tmp_path, monkeypatch):
+    # the step reads the holed batch with full attention, and its targets are the holes' tokens alone
+    T = train_script()
+    build, seen = T.train.__globals__['build_model'], []
+
+    def tracked(name, cfg):
+        m = build(name, cfg)
+        forward = m.forward
+
+        def spy(idx, targets=None, causal=True):
+            seen.append((m.training, idx.clone(), targets.clone(), causal))
+            return forward(idx, targets, causal=causal)
+        m.forward = spy
+        return m
+    monkeypatch.setitem(T.train.__globals__, 'build_model', tracked)
+    args = [*TINY, '--causal=False', '--p_fill=0.5', '--max_iters=1', '--eval_interval=1', '--batch_size=16']
+    T.main([f'--data_dir={char_data}', f'--out_dir={tmp_path}/out', *args])
+    meta = json.load(open(os.path.join(char_data, 'tiny', 'meta.json')))
+    mask = meta['vocab_size']
+    cfg = {'data_dir': str(char_data), 'dataset': 'tiny', 'block_size': 32, 'batch_size': 16, 'p_fill': 0.5,
+           'causal': False}
+    x, y, holes = get_batch(cfg, 'train', 0, mask=mask)
+    steps = [s for s in seen if s[0]]
+    assert len(steps) == 1 and all(not causal for *_, causal in seen)    # training and eval: full attention
+    _, idx, targets, _ = steps[0]
+    assert holes.any() and (~holes).any() and torch.equal(idx, x) and (x[holes] == mask).all()
+    assert torch.equal(targets[holes], y[holes]) and (targets[~holes] == -1).all()
+    # eval: every sequence holed, scored at its holes only
+    ex, ey, eholes = get_batch(cfg, 'val', -1, mask=mask)
+    evals = [s for s in seen if not s[0] and torch.equal(s[1], ex)]
+    assert eholes.any() and evals and (evals[0][2][~eholes] == -1).all()
+    assert torch.equal(evals[0][2][eholes], ey[eholes])
+    # so the loss moves with a hole's target and not with any other
+    torch.manual_seed(0)
+    shape = {'n_layer': 2, 'n_head': 2, 'n_embd': 32, 'vocab_size': mask + 1}
+    m = models.build_model('gpt', {**T.DEFAULTS, **cfg, **shape})
+    loss = lambda t: m(x, T.hole_targets(t, holes)[0], causal=False)[1].item()
+    others, one_hole = y.clone(), y.clone()
+    others[~holes] = (others[~holes] + 1) % mask
+    b, t = holes.nonzero()[0].tolist()
+    one_hole[b, t] = (one_hole[b, t] + 1) % mask
+    assert loss(others) == loss(y) and loss(one_hole) != loss(y)
+    none, weight = T.hole_targets(y, torch.zeros_like(holes))     # no hole: a finite step that adds nothing
+    assert weight == 0.0 and torch.equal(none, y)

@@ -21,7 +21,9 @@ the first token of a block context only, the trailing incomplete block dropped a
 batch kept (the causal-workspace paper's protocol). Loss is the mean NLL over scored targets; bits
 per token = loss / ln 2; bits per byte = total NLL / ln 2 / the UTF-8 bytes the scored targets
 stand for (byte tokenizer: 1 per symbol, the row separator included, as the workspace paper
-counts it; char: the character's bytes; gpt2: the token's bytes).
+counts it; char: the character's bytes; gpt2: the token's bytes). A checkpoint trained with
+causal=False (a BERT-style encoder) is scored as train.py scores it: every sequence (or stream
+block) holed, full attention, the loss at the holes only.
 
 Analyses (each one figure): --sweep KNOB=V1,V2,... or KNOB=A..B for any knob of forward; for
 num_recur (or with --fit=True) the fit L(T) = L_inf + Z exp(-z T) (Parcae section 5.3: least
@@ -42,6 +44,7 @@ import torch
 import configurator
 import models
 from configurator import ConfigError, check, parse_args, prepare_hint
+from fon import make_holes
 from prepare_data import get_tokenizer, gpt2_encoding
 from tools.eval_fill import compare_battery, run_battery, run_infill
 from tools.report import axes, save_figure, write_json
@@ -233,6 +236,8 @@ class Evaluator:
         self.mask_id = mid if mid is not None else self.meta.get('mask_id', self.meta['vocab_size'])
         self.bytes = token_bytes(self.meta, self.vocab)
         self.accepts_holes = 'holes' in models.knob_names(self.model)
+        # trained with causal=False (train.py): a masked-reconstruction encoder, scored at holes with full attention
+        self.causal = self.tcfg.get('causal', True)
 
     def generator(self, *key):
         """Seeded as train.py's get_batch seeds a batch on rank 0."""
@@ -240,7 +245,8 @@ class Evaluator:
 
     def eval_batch(self, split, k):
         """Batch k of train.py's eval set: its get_batch at iteration -1 - k on one process, plain
-        windows of block_size + 1 tokens (tests check the two agree)."""
+        windows of block_size + 1 tokens, a causal=False run's holed as train.py holes them (tests
+        check the two agree)."""
         T, n = self.tcfg['block_size'], self.tcfg['batch_size']
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
         if not os.path.isfile(path):
@@ -248,9 +254,23 @@ class Evaluator:
         data = np.memmap(path, dtype=np.uint16, mode='r')
         if len(data) <= T + 1:
             raise ConfigError(f"{path} holds fewer than block_size+2 = {T + 2} tokens; lower --block_size")
-        ix = torch.randint(len(data) - T - 1, (n,), generator=self.generator(split, -1 - k, 0)).tolist()
+        g = self.generator(split, -1 - k, 0)
+        ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
         xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
-        return xy[:, :-1].clone(), xy[:, 1:].clone(), None
+        x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
+        return (x, y, None) if self.causal else self.holed(x, y, split, ix, g)
+
+    def holed(self, x, y, split, starts, g):
+        """A causal=False run's reading of (x, y): every sequence holed as train.py holes its eval
+        set (the task-given answer spans where {split}_answers.bin marks them, else stride
+        self-holing), the targets there only. starts: each row's offset in the stream."""
+        path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}_answers.bin')
+        marks = None
+        if os.path.isfile(path):
+            mark = np.memmap(path, dtype=np.uint8, mode='r')
+            marks = torch.from_numpy(np.stack([mark[i:i + x.shape[1]] for i in starts])).bool()
+        x, y, holes = make_holes(x, y, self.mask_id, g, 1.0, self.tcfg['hole_stride'], self.tcfg['p_hole'], marks)
+        return x, y.masked_fill(~holes, -1), holes
 
     def forward(self, x, y=None, **extra):
         kw = {**self.knobs, **extra}
@@ -268,13 +288,17 @@ class Evaluator:
                 raise ConfigError(f"{path} not found")
             bs = max(1, self.tcfg['batch_size'] * self.tcfg['block_size'] // T)
             seen = 0
-            for x, y in stream_batches(path, T, bs):
+            for b, (x, y) in enumerate(stream_batches(path, T, bs)):
                 if max_targets is not None and seen >= max_targets:
                     break
                 if max_targets is not None and seen + y.numel() > max_targets:
                     keep = max(1, (max_targets - seen) // T)
                     x, y = x[:keep], y[:keep]
                 seen += y.numel()
+                if not self.causal:     # every block holed, with a generator of its own
+                    yield self.holed(x, y, split, [(b * bs + r) * (T + 1) for r in range(len(x))],
+                                     self.generator('stream', split, T, b))
+                    continue
                 yield x, y, None
             return
         for k in range(self.tcfg['eval_iters']):
@@ -288,8 +312,12 @@ class Evaluator:
             kw = dict(extra)
             if holes is not None and self.accepts_holes:
                 kw['holes'] = holes.to(self.dev)
-            _, loss = self.forward(x, y, **kw)
+            if not self.causal:      # the loss at the holes (y is -1 elsewhere), full attention
+                kw['causal'] = False
             k = int((y != -1).sum())
+            if k == 0:
+                continue
+            _, loss = self.forward(x, y, **kw)
             nll += loss.double().item() * k
             n += k
             if self.bytes is not None:
@@ -306,9 +334,11 @@ class Evaluator:
         return os.path.join(d, name)
 
     def protocol(self):
+        holes = '' if self.causal else ('; trained causal=False: full attention, the loss at the holes only (every '
+                                        'sequence holed: answer spans, else stride self-holing)')
         if self.opt['stream']:
-            return f"stream (every complete block of {self.tcfg['block_size'] + 1})"
-        return f"train.py eval set ({self.tcfg['eval_iters']} x {self.tcfg['batch_size']} x {self.tcfg['block_size']})"
+            return f"stream (every complete block of {self.tcfg['block_size'] + 1}){holes}"
+        return f"train.py eval set ({self.tcfg['eval_iters']} x {self.tcfg['batch_size']} x {self.tcfg['block_size']}){holes}"
 
 
 # ----------------------------------------------------------------------------- analyses

@@ -6,12 +6,16 @@ checkpoint's hole_stride and p_hole); full-vocabulary argmax hit rate at the hol
 when forward takes it), against two no-hole readings of the token p: the same model's argmax at
 p-1 on the un-holed input (it reads the other holes' true tokens), and the checkpoint without
 hole fine-tuning (--baseline_from, default the run's init_from) at p-1 on the holed input, the
-LM prior, the paper's baseline; holes at position 0 are left out of all three.
---battery: the synthetic battery (battery.TASKS: FON's Table 8 six and its five future-dependent
-tasks), in fill mode (the answer's tokens set to the MASK id, argmax at each; a GPT also with
-full attention, causal=False, the bidirectional non-generative control) and by greedy generation
-after the prompt, exact match per task against its chance. With --compare a b c: one table of
-every run's fill readings, Table 8's layout (FON, the Transformer causal and bidirectional, Mamba2).
+LM prior, the paper's baseline; holes at position 0 are left out of all three. A causal model's
+analysis: a checkpoint trained with causal=False is refused (its hole loss is eval.py's score).
+--battery: the synthetic battery (battery.TASKS: FON's Table 8 six, its five future-dependent
+tasks and their far variants), in fill mode (the answer's tokens set to the MASK id, argmax at
+each) and by greedy generation after the prompt, exact match per task against its chance. A GPT
+trained with causal=False (train.py: a BERT-style masked-reconstruction encoder, Table 8's
+bidirectional column) is read in fill mode with full attention only: it is not a generator, so
+it has no generate reading. A causally trained GPT's fill reads the MASK positions causally.
+With --compare a b c: one table of every run's fill readings, Table 8's layout (FON, the
+Transformer causal and bidirectional, Mamba2).
 """
 import math
 import os
@@ -22,7 +26,7 @@ import torch.nn.functional as F
 
 import configurator
 import models
-from battery import CHANCE, FUTURE, TASKS, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
+from battery import CHANCE, FAR, FUTURE, NEAR, TASKS, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
 from configurator import ConfigError
 from fon import make_holes
 from prepare_data import get_tokenizer
@@ -45,6 +49,10 @@ def pretrained_model(ev):
 
 @torch.no_grad()
 def run_infill(ev):
+    if not ev.causal:
+        raise ConfigError("--infill compares a causal model's fill with its own prefix readings; this checkpoint "
+                          "was trained with causal=False (full attention): its hole loss is eval.py's score, "
+                          "its fill the --battery")
     if ev.mask_id >= ev.vocab:
         raise ConfigError(f"the model has {ev.vocab} embedding rows, no row for the MASK id {ev.mask_id}: "
                           f"hole fine-tune it (train.py --p_fill=0.5) or train with a larger vocab_size")
@@ -120,12 +128,15 @@ def battery_examples(ev, n):
 
 def battery_readings(ev):
     """The ways this checkpoint answers the battery: fill (the answer's tokens at MASK, argmax at
-    each; FON through its holes, a causal model at the MASK positions), for a model with a causal
-    knob (GPT) also fill with full attention, and generate (greedy, after the prompt only)."""
-    modes = ['fill']
-    if 'causal' in ev.knob_names:
-        modes.append('fill_bidirectional')
-    return modes + ['generate']
+    each; FON through its holes, a causal model at the MASK positions) and generate (greedy, after
+    the prompt only); a GPT trained with causal=False: fill with full attention alone (a
+    non-generative encoder has no generate reading)."""
+    if not ev.causal:
+        return ['fill_bidirectional']
+    return ['fill', 'generate']
+
+
+NOT_READ = {'generate': 'trained with causal=False: a non-generative (bidirectional) encoder, not a generator'}
 
 
 @torch.no_grad()
@@ -150,7 +161,7 @@ def battery_scores(ev):
         groups = {}
         for ids, pos in enc:        # generation: batch examples whose prompts have the same length
             groups.setdefault(pos[0], []).append((ids, pos))
-        for start, grp in groups.items():
+        for start, grp in groups.items() if 'generate' in readings else ():
             x = torch.tensor([ids[:start] for ids, _ in grp])
             want = [ids[pos[0]:pos[-1] + 1] for ids, pos in grp]
             for _ in range(max(len(w) for w in want)):
@@ -166,7 +177,7 @@ def battery_scores(ev):
             for i, (_, pos) in enumerate(grp):
                 holes[i, pos] = True
             xm = x.masked_fill(holes, mask)
-            for r in readings[:-1]:
+            for r in (r for r in readings if r != 'generate'):
                 extra = {'causal': False} if r == 'fill_bidirectional' else {}
                 logits, _ = ev.forward(xm, holes=holes.to(ev.dev), **extra)
                 pred = logits.float().argmax(-1).cpu()
@@ -179,14 +190,15 @@ def battery_scores(ev):
 
 
 def battery_table(columns, rows):
-    """Markdown: one row per task (and the means over Table 8's six and the future-dependent
-    five, over the tasks that have a value), one column per (label, reading)."""
+    """Markdown: one row per task (and the means over Table 8's six, the future-dependent five and
+    their far five, over the tasks that have a value), one column per (label, reading)."""
     lines = ['| task | chance | ' + ' | '.join(label for label, _ in columns) + ' |', '|' + '---|' * (len(columns) + 2)]
     for t, row in rows.items():
-        name = f'{t} (future)' if t in FUTURE else t
+        name = f'{t} (future, far)' if t in FAR else f'{t} (future)' if t in FUTURE else t
         lines.append(f'| {name} | {row["chance"]:.3f} | ' + ' | '.join(f'{row[k]:.3f}' for _, k in columns) + ' |')
     for name, ts in (('Table 8 six, mean', [t for t in rows if t not in FUTURE]),
-                     ('future-dependent five, mean', [t for t in rows if t in FUTURE])):
+                     ('future-dependent five, mean', [t for t in rows if t in NEAR]),
+                     ('future-dependent five far (beyond FON\'s reach), mean', [t for t in rows if t in FAR])):
         if ts:
             mean = lambda k: float(np.nanmean([rows[t][k] for t in ts])) if any(
                 math.isfinite(rows[t][k]) for t in ts) else float('nan')
@@ -208,7 +220,7 @@ def plot_battery(title, columns, rows, path):
     return save_figure(fig, ax, path)
 
 
-LABELS = {'fill': 'fill (answer at MASK)', 'fill_bidirectional': 'fill, bidirectional attention',
+LABELS = {'fill': 'fill (answer at MASK)', 'fill_bidirectional': 'fill, full attention (trained causal=False)',
           'generate': 'generate after the prompt'}
 
 
@@ -218,9 +230,11 @@ def run_battery(ev):
     columns = [(LABELS[r], r) for r in readings]
     print(battery_table(columns, rows))
     res = {'model': ev.name, 'tasks': rows, 'mask_id': mask, 'readings': readings,
+           'not_read': {r: why for r, why in NOT_READ.items() if r not in readings},
            'protocol': 'fill: the answer\'s tokens set to the MASK id (FON: passed as holes), argmax at each '
-                       'equals the answer; fill_bidirectional: the same with full attention (causal=False); '
-                       'generate: greedy generation after the prompt (the suffix unseen) equals the answer'}
+                       'equals the answer; fill_bidirectional: the same with full attention, for a GPT trained '
+                       'with causal=False; generate: greedy generation after the prompt (the suffix unseen) '
+                       'equals the answer'}
     res['series'] = plot_battery(f"{ev.name}: synthetic battery", columns, rows, ev.outpath('battery.png'))
     write_json(ev.outpath('battery.json'), res)
     return res
@@ -234,7 +248,7 @@ def compare_battery(evaluators, d):
         scores, _ = battery_scores(ev)
         base = os.path.basename(os.path.normpath(r))
         per_run[r] = scores
-        for reading in battery_readings(ev)[:-1]:
+        for reading in (r for r in battery_readings(ev) if r != 'generate'):
             kind = {'fill': 'causal' if 'causal' in ev.knob_names else 'fill',
                     'fill_bidirectional': 'bidirectional'}[reading]
             key = f'{base}/{reading}'

@@ -122,6 +122,23 @@ PAPERS = {
         },
         'legs': (250, 750, 1500),
     },
+    'battery': {
+        'claim': 'Table 8: in fill mode FON fills where the causal Transformer fails; the bidirectional encoder is the '
+                 'fill ceiling; on future-dependent tasks a causal reader is at chance',
+        'seeds': 1,
+        'data': 'The synthetic skill battery (battery.py: 16 tasks, characters, block 96; its val stream)',
+        'dataset': ('synthetic', 'synthetic'),
+        'metric': 'val loss (the bidirectional GPT: at the answer holes)',
+        'runs': {   # d 64, L 2 each (config/fon/fon_cpu_battery.py), pretrained 400 iterations
+            'FON PC': [CFG + 'battery/fon.py'],
+            'GPT causal': [CFG + 'battery/gpt.py'],
+            'GPT bidirectional (causal=False)': [CFG + 'battery/gpt_bidirectional.py'],
+            'Mamba2': [CFG + 'battery/mamba2.py'],
+        },
+        # hole fine-tuning, 2000 iterations (config/fon/fon_cpu_battery_ft.py), from the same seed's pretrained run
+        'finetune': {f'{name} + holes': (name, [CFG + 'battery/holes.py'])
+                     for name in ('FON PC', 'GPT causal', 'GPT bidirectional (causal=False)', 'Mamba2')},
+    },
 }
 
 
@@ -456,13 +473,6 @@ def tokens_seen(out):
     return cfg['batch_size'] * cfg['gradient_accumulation_steps'] * cfg['block_size'] * cfg['max_iters']
 
 
-def wilson(k, n, z=1.96):
-    """The 95% Wilson interval of a rate k / n."""
-    p, h = k / n, z * z / n
-    mid, half = (p + h / 2) / (1 + h), z * math.sqrt(p * (1 - p) / n + h / (4 * n)) / (1 + h)
-    return mid - half, mid + half
-
-
 def finetune_legs(name, args, legs, iters):
     """A hole fine-tuning run trained leg by leg (resumes of one run; the schedule is constant, so
     the legs are one run) and read after each: (seconds, [(iteration, infill JSON)])."""
@@ -569,6 +579,167 @@ def fon(seeds, iters):
     md += infill_md(fill)
     return rows + ft_rows, fig, '\n'.join(md)
 
+
+BATTERY_N = 375         # battery examples per task: all of the synthetic val split's (6,000 / 16 tasks)
+
+
+def wilson(k, n, z=1.96):
+    """The Wilson score interval (95%) of k successes in n trials; (nan, nan) when n is 0."""
+    if n == 0:
+        return float('nan'), float('nan')
+    p, zz = k / n, z * z / n
+    mid, half = (p + zz / 2) / (1 + zz), z * math.sqrt(p * (1 - p) / n + zz / (4 * n)) / (1 + zz)
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def battery(seeds, iters):
+    """FON's Table 8 at CPU scale: FON PC, a causal GPT, a GPT trained as a bidirectional encoder
+    (train.py causal=False: full attention and the loss at the holes from its first step) and Mamba2,
+    each d 64, L 2, pretrained 400 iterations on the synthetic battery and hole fine-tuned 2000
+    (every answer span a hole), then read on every task's BATTERY_N val examples: fill (the answer at
+    MASK: FON through its holes, the bidirectional GPT with full attention, the causal models
+    causally) and the causal GPT's greedy generation, exact match with Wilson 95% intervals against
+    chance. Seeds: 1 (1337) by default; --seeds=3 trains three of each and pools their counts.
+
+        python prepare_data.py synthetic && python -m tools.results battery
+
+    Time: about 8 minutes on 2 cores, two chains at once (--seeds=3: about 25), extrapolated from
+    what one thread took at load 5 on a 2-core machine: per iteration FON 60 ms hole-free and 127
+    ms holed, Mamba2 135 ms, the GPTs 33 ms, so 300-380 s for the FON and Mamba2 chains and about
+    100 s for each GPT's, scoring included (--iters=20 took 175 s one job at a time, 125 s of it
+    scoring the 8 runs and reading the 4 batteries)."""
+    from battery import FAR, NEAR
+    spec = PAPERS['battery']
+    slow = ('Mamba2 + holes', 'FON PC + holes')      # the longest chains first: two run at once
+    chains = sorted(spec['finetune'], key=lambda f: slow.index(f) if f in slow else len(slow))
+    seed_list = range(1337, 1337 + seeds)
+    jobs = [(ft, seed) for ft in chains for seed in seed_list]
+
+    def job(j):    # one model's chain: pretrain, fine-tune from it, score both, read the battery
+        ft, seed = j
+        src, extra = spec['finetune'][ft]
+        pre, out = run_dir('battery', src, seed), run_dir('battery', ft, seed)
+        secs = (train(spec['runs'][src], pre, seed, iters),
+                train(spec['runs'][src] + extra + [f'--init_from={pre}'], out, seed, iters))
+        losses = (evaluate(pre, '--stream=True')['loss'], evaluate(out, '--stream=True')['loss'])
+        return secs, losses, eval_json(out, 'battery.json', '--battery=True', f'--battery_n={BATTERY_N}')
+    with ThreadPoolExecutor(JOBS) as pool:
+        done = dict(zip(jobs, pool.map(job, jobs)))
+    rows = []
+    for phase, names in ((0, list(spec['runs'])), (1, list(spec['finetune']))):
+        for name in names:
+            ft = name if phase else f'{name} + holes'
+            cfg = json.load(open(os.path.join(run_dir('battery', name, 1337), 'config.json')))
+            losses = [done[(ft, s)][1][phase] for s in seed_list]
+            m, sd = mean_sd(losses)
+            rows.append({'run': name, 'model': cfg['model'] + ('' if cfg.get('causal', True) else ', causal=False'),
+                         'losses': losses, 'mean': m, 'sd': sd,
+                         'seconds': sum(done[(ft, s)][0][phase] for s in seed_list)})
+
+    # every reading's exact-match count over each task's examples, pooled over seeds
+    cols = [('FON PC fill', 'FON PC + holes', 'fill'), ('GPT causal fill', 'GPT causal + holes', 'fill'),
+            ('GPT bidirectional fill', 'GPT bidirectional (causal=False) + holes', 'fill_bidirectional'),
+            ('Mamba2 fill', 'Mamba2 + holes', 'fill'), ('GPT causal generate', 'GPT causal + holes', 'generate')]
+    tasks = done[(chains[0], 1337)][2]['tasks']
+    right, n, per_seed = {}, {}, {}
+    for label, ft, reading in cols:
+        for t in tasks:
+            got = [done[(ft, s)][2]['tasks'][t] for s in seed_list]
+            got = [(r[reading], r['n']) for r in got if r.get(reading) is not None]
+            right[label, t], n[label, t] = sum(round(x * k) for x, k in got), sum(k for _, k in got)
+            per_seed[label, t] = [x for x, _ in got]
+    groups = (('Table 8 six', [t for t in tasks if not tasks[t]['future']]),
+              ('future-dependent five', [t for t in tasks if t in NEAR]),
+              ("far five (evidence beyond FON's reach)", [t for t in tasks if t in FAR]))
+    for gname, ts in groups:      # a group: its tasks' examples pooled
+        for label, _, _ in cols:
+            right[label, gname], n[label, gname] = sum(right[label, t] for t in ts), sum(n[label, t] for t in ts)
+
+    def rate(label, t):
+        return right[label, t] / n[label, t] if n[label, t] else float('nan')
+
+    def cell(label, t):
+        lo, hi = wilson(right[label, t], n[label, t])
+        return f'{rate(label, t):.3f} [{lo:.3f}, {hi:.3f}]' if n[label, t] else 'n/a'
+    sizes = '/'.join(map(str, sorted({tasks[t]['n'] for t in tasks})))
+    pooled = f' and seed, {seeds} seeds pooled' if seeds > 1 else ', seed 1337'
+    md = [f"Per task (tools/eval.py --battery --battery_n={BATTERY_N}: the hole fine-tuned runs on the synthetic val "
+          f"split's examples, {sizes} per task{pooled}): exact match of the whole answer, [its Wilson 95% interval]. "
+          "Fill: the answer's tokens at the MASK id, argmax at each (FON through its holes; the bidirectional GPT "
+          "with full attention; the causal GPT and Mamba2 causally, at the MASK positions). Generate: greedy after the "
+          "prompt, the suffix unseen; the bidirectional GPT is not a generator and has no generate reading. Chance: a "
+          "uniform guess among the answers the task's format allows.", '',
+          '| task | chance | n | ' + ' | '.join(label for label, _, _ in cols) + ' |',
+          '|---|---|---|' + '---|' * len(cols)]
+    for t, row in tasks.items():
+        name = f'{t} (future, far)' if t in FAR else f'{t} (future)' if row['future'] else t
+        md.append(f"| {name} | {row['chance']:.3f} | {n[cols[0][0], t]} | " +
+                  ' | '.join(cell(label, t) for label, _, _ in cols) + ' |')
+    for gname, ts in groups:
+        md.append(f"| {gname}, pooled | {sum(tasks[t]['chance'] for t in ts) / len(ts):.3f} | {n[cols[0][0], gname]} | "
+                  + ' | '.join(cell(label, gname) for label, _, _ in cols) + ' |')
+    if seeds > 1:
+        md += ['', 'Per seed, fill (FON PC / GPT causal / GPT bidirectional / Mamba2): ' + '; '.join(
+            f"{t} " + ' / '.join(','.join(f'{x:.2f}' for x in per_seed[label, t]) for label, _, _ in cols[:4])
+            for t in tasks) + '.']
+
+    def above(a, b, t):      # a difference: the two intervals do not overlap
+        return n[a, t] > 0 and n[b, t] > 0 and wilson(right[a, t], n[a, t])[0] > wilson(right[b, t], n[b, t])[1]
+
+    def at_chance(a, t):     # chance inside the interval, or the rate below it
+        lo, hi = wilson(right[a, t], n[a, t])
+        return n[a, t] > 0 and (lo <= tasks[t]['chance'] <= hi or rate(a, t) <= tasks[t]['chance'])
+    six, near, far = (ts for _, ts in groups)
+    fills = [label for label, _, _ in cols[:4]]
+    bi = 'GPT bidirectional fill'
+    beaten = [t for t in tasks if any(above(c, bi, t) for c in fills)]
+    top = sum(all(above(bi, c, t) for c in fills if c != bi) for t in tasks)
+    md += ['', 'The claim, part by part (a difference: the two intervals do not overlap; at chance: chance inside the '
+           'interval, or the rate below chance):', '',
+           f"- FON fills where the causal Transformer fails: FON PC's fill above the causal GPT's on "
+           f"{sum(above('FON PC fill', 'GPT causal fill', t) for t in six)} of 6 Table 8 tasks, "
+           f"{sum(above('FON PC fill', 'GPT causal fill', t) for t in near)} of the 5 future-dependent ones and "
+           f"{sum(above('FON PC fill', 'GPT causal fill', t) for t in far)} of their 5 far variants; below it on "
+           f"{sum(above('GPT causal fill', 'FON PC fill', t) for t in tasks)} of {len(tasks)}.",
+           f"- The bidirectional encoder is the fill ceiling: no model's fill above the bidirectional GPT's on "
+           f"{len(tasks) - len(beaten)} of {len(tasks)} tasks"
+           + (f" (above it on {', '.join(beaten)})" if beaten else '')
+           + f"; the bidirectional GPT above every other model on {top}.",
+           f"- On future-dependent tasks a causal reader is at chance: the causal GPT's fill on "
+           f"{sum(at_chance('GPT causal fill', t) for t in near + far)} of 10, its generation on "
+           f"{sum(at_chance('GPT causal generate', t) for t in near + far)} of 10, Mamba2's fill on "
+           f"{sum(at_chance('Mamba2 fill', t) for t in near + far)} of 10.",
+           f"- Beyond FON's reach (the far five: evidence 33-49 characters after the answer, FON's revision sees 30 "
+           f"positions past a hole): FON PC at chance on {sum(at_chance('FON PC fill', t) for t in far)} of 5 far and "
+           f"{sum(at_chance('FON PC fill', t) for t in near)} of 5 near; the bidirectional GPT above chance on "
+           f"{sum(not at_chance(bi, t) for t in far)} of 5 far and "
+           f"{sum(not at_chance(bi, t) for t in near)} of 5 near.",
+           '', "Top table: each run's val loss over the whole synthetic val stream (tools/eval.py --stream=True), the "
+           "next-token loss for the causal models; for the bidirectional GPT the loss at its holes, every block holed "
+           "as training holes it (each answer span; stride-8 self-holing in a block without one), full attention. The "
+           "pretraining runs are hole-free but the bidirectional GPT's, whose pretraining is that masked objective. "
+           "Runs: config/results/battery/*.py; two chains train at once, one thread each."]
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 4.5), gridspec_kw={'width_ratios': [3, 1]})
+    names, w = list(tasks), 0.8 / len(cols)
+    for j, (label, _, _) in enumerate(cols):
+        for ax, keys in ((ax1, names), (ax2, [g for g, _ in groups])):
+            ys = [rate(label, t) for t in keys]
+            ci = [wilson(right[label, t], n[label, t]) for t in keys]
+            err = [[max(0.0, y - lo) for y, (lo, _) in zip(ys, ci)], [max(0.0, hi - y) for y, (_, hi) in zip(ys, ci)]]
+            gen = 'generate' in label
+            ax.bar([i + (j - (len(cols) - 1) / 2) * w for i in range(len(keys))], ys, w, yerr=err, capsize=1.5,
+                   label=label, color=f'C{j}', hatch='//' if gen else None, alpha=0.6 if gen else 1.0)
+    ax1.plot(range(len(names)), [tasks[t]['chance'] for t in names], 'k_', ms=12, mew=2, label='chance')
+    ax1.set_xticks(range(len(names)), names, rotation=45, ha='right', fontsize=8)
+    ax1.set(title='synthetic battery after hole fine-tuning: exact match, Wilson 95%', ylabel='exact match',
+            ylim=(0, 1.05))
+    ax1.legend(fontsize=7, ncol=3)
+    ax2.plot(range(len(groups)), [sum(tasks[t]['chance'] for t in ts) / len(ts) for _, ts in groups], 'k_',
+             ms=14, mew=2)
+    ax2.set_xticks(range(len(groups)), ['Table 8 six', 'future five', 'far five'], fontsize=8)
+    ax2.set(title='pooled by group', ylim=(0, 1.05))
+    return rows, fig, '\n'.join(md)
 
 JOBS = 2         # train.py runs at once (2 cores)
 ITERS = 0        # --iters: a quick look in its own folder, never mixed with the full runs
