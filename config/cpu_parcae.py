@@ -15,7 +15,7 @@ n_recur_layers = 2
 n_coda = 2
 mean_recurrence = 4
 mean_backprop_depth = 2
-optimizer = 'adamw'       # torch.optim.Muon orthogonalises in bf16, very slow on a CPU
+optimizer = 'adamw'       # the RDM's Adam (Q.1); the paper's own recipe is --optimizer=muon --muon_variant=parcae (Q.2)
 learning_rate = 2e-3
 beta1 = 0.9
 weight_decay = 0.0
