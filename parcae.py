@@ -29,8 +29,10 @@ was found: docs/parcae.md):
   KV-cached decode sees forward's h_0.
 - Value embeddings on the layers i % 2 == (n - 1) % 2 of the n = L_P + L_R + L_C layers, as in an
   n-layer GPT; an R layer adds its own at every step.
-- Init 'scaled-zero' (Table 18): matrices and embeddings N(0, 2/(5d)) truncated at 3 std, attention
-  and MLP output projections zero, value-embedding gates zero, A_bar = sqrt(1/5), B = I.
+- Init 'scaled_zero' (Table 18): matrices and embeddings N(0, 2/(5d)) truncated at 3 std, attention
+  and MLP output projections zero, value-embedding gates zero, A_bar = sqrt(1/5), B = I. 'scaled'
+  (Table 17, the RDM setup): the output projections at that std / sqrt(2 D), D = L_P + L_C + mu L_R
+  the expected depth, as the authors' code.
 - readout=False drops C (C = I), as Table 17's Parcae-350M count.
 """
 import math
@@ -63,6 +65,7 @@ class ParcaeConfig:
     prelude_norm: bool = True     # e = Norm(P(s)) (Table 4, "+ Prelude Norm")
     readout: bool = True          # the d x d readout C (False: C = I)
     init_decay: float = 0.4472135954999579   # A_bar at init, sqrt(1/5) as the authors' code
+    init: str = 'scaled_zero'     # 'scaled_zero' (Table 18) | 'scaled' (Table 17, the RDM setup)
     mean_recurrence: int = 8      # mu_rec; eval runs this many steps unless num_recur is given
     mean_backprop_depth: int = None   # mu_bwd; None: ceil(mean_recurrence / 2)
     max_recurrence: int = None    # upper clip of the sampled depth; None: 3 * mean_recurrence
@@ -79,6 +82,7 @@ class ParcaeConfig:
             (self.mlp in ('relu2', 'swiglu'), f"mlp must be relu2|swiglu, got {self.mlp!r}"),
             (self.block in ('prenorm', 'sandwich'), f"block must be prenorm|sandwich, got {self.block!r}"),
             (self.injection in ('diagonal', 'linear'), f"injection must be diagonal|linear, got {self.injection!r}"),
+            (self.init in ('scaled_zero', 'scaled'), f"init must be scaled_zero|scaled, got {self.init!r}"),
             (self.depth_sampling in ('per_sequence', 'per_batch', 'fixed'),
              f"depth_sampling must be per_sequence|per_batch|fixed, got {self.depth_sampling!r}"),
             (self.mean_recurrence >= 1 and self.mean_backprop_depth >= 1, "mean_recurrence and mean_backprop_depth must be >= 1"),
@@ -220,6 +224,9 @@ class DiagonalInjection(nn.Module):
     def spectral_radius(self):
         return self.A_bar().max().item()
 
+    def singular_value(self):   # A_bar is diagonal: its largest singular value is its spectral radius
+        return self.spectral_radius()
+
 
 class LinearInjection(nn.Module):
     """The RDM's (Geiping et al.): W [h; e], W in R^{d x 2d} unconstrained (Table 1: rho(W_h) may
@@ -244,6 +251,9 @@ class LinearInjection(nn.Module):
 
     def spectral_radius(self):
         return torch.linalg.eigvals(self.W.weight[:, :self.d].float()).abs().max().item()
+
+    def singular_value(self):   # ||W_h||_2 >= rho(W_h): what the authors' code logs for the RDM
+        return torch.linalg.matrix_norm(self.W.weight[:, :self.d].float(), ord=2).item()
 
 
 INJECTIONS = {'diagonal': DiagonalInjection, 'linear': LinearInjection}
@@ -294,9 +304,15 @@ class Parcae(nn.Module):
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.trunc_normal_(m.weight, std=self.std, a=-3 * self.std, b=3 * self.std)
+        cfg = self.config
+        depth = cfg.n_prelude + cfg.n_coda + cfg.mean_recurrence * cfg.n_recur_layers
+        out_std = self.std / math.sqrt(2 * depth)
         for block in [*self.prelude, *self.recur, *self.coda]:
-            nn.init.zeros_(block.attn.c_proj.weight)
-            nn.init.zeros_(block.mlp.c_proj.weight)
+            for w in (block.attn.c_proj.weight, block.mlp.c_proj.weight):
+                if cfg.init == 'scaled':
+                    nn.init.trunc_normal_(w, std=out_std, a=-3 * out_std, b=3 * out_std)
+                else:
+                    nn.init.zeros_(w)
             if block.attn.ve_gate is not None:
                 nn.init.zeros_(block.attn.ve_gate.weight)
         self.injection.reset_parameters()
@@ -523,7 +539,8 @@ class Parcae(nn.Module):
 
     def train_stats(self):
         """Stability monitors (paper A.2) from the last training forward."""
-        out = {'spectral_radius': self.spectral_radius()}
+        with torch.no_grad():
+            out = {'spectral_radius': self.spectral_radius(), 'singular_value': self.injection.singular_value()}
         if self._stats:
             out['recurrent_residual'] = self._stats['recurrent_residual'].item()
             out['state_norm'] = self._stats['state_norm'].item()

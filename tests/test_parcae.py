@@ -173,6 +173,30 @@ def test_spectral_radius_of_linear_injection_is_that_of_its_h_half():
     assert m.spectral_radius() == pytest.approx(torch.linalg.eigvals(W_h).abs().max().item(), rel=1e-5)
 
 
+def test_largest_singular_value_of_the_injection():
+    lin, diag = randomized(tiny(injection='linear')), randomized(tiny())
+    W_h = lin.injection.W.weight[:, :64].detach()
+    assert lin.injection.singular_value() == pytest.approx(torch.linalg.svdvals(W_h)[0].item(), rel=1e-5)
+    assert lin.injection.singular_value() >= lin.spectral_radius() - 1e-6     # ||W||_2 bounds rho(W)
+    assert diag.injection.singular_value() == diag.spectral_radius()           # a diagonal map: the same
+    assert {'spectral_radius', 'singular_value'} <= set(diag.train_stats())
+
+
+def test_scaled_init_of_table_17_and_scaled_zero_of_table_18():
+    cfg = tiny(n_prelude=1, n_coda=1, n_recur_layers=2, mean_recurrence=4, n_embd=256, n_head=4, head_dim=64)
+    zero, scaled = Parcae(cfg), Parcae(dataclasses.replace(cfg, init='scaled'))
+    outs = lambda m: [w for b in (*m.prelude, *m.recur, *m.coda) for w in (b.attn.c_proj.weight, b.mlp.c_proj.weight)]
+    assert all(not w.any() for w in outs(zero))
+    want = math.sqrt(2 / (5 * 256)) / math.sqrt(2 * (1 + 1 + 4 * 2))   # std / sqrt(2 D), D = L_P + L_C + mu L_R
+    w = torch.cat([w.flatten() for w in outs(scaled)])
+    # a normal truncated at 3 std keeps 0.9865 of its std; 6 x 65,536+ draws put the estimate within 1%
+    assert w.std().item() == pytest.approx(0.9865 * want, rel=0.02)
+    q = torch.cat([b.attn.c_q.weight.flatten() for b in (*scaled.prelude, *scaled.recur, *scaled.coda)])
+    assert q.std().item() == pytest.approx(0.9865 * math.sqrt(2 / (5 * 256)), rel=0.02)   # the rest keep the std
+    with pytest.raises(ValueError, match='init must be scaled_zero|scaled'):
+        tiny(init='zero')
+
+
 def test_init_decay_and_B_identity():
     m = Parcae(tiny())
     assert torch.allclose(m.injection.A_bar(), torch.full((64,), math.sqrt(0.2)), atol=1e-6)

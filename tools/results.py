@@ -315,7 +315,9 @@ def stability(out, warmup):
     loss = [r['loss'] for r in log]
     rise = max([loss[i] - min(loss[i - 10:i]) for i in range(10, len(loss)) if log[i]['iter'] > warmup], default=0.0)
     rho, norm = [r.get('spectral_radius', float('nan')) for r in log], [r.get('state_norm', float('nan')) for r in log]
-    return {'rise': rise, 'rho_end': rho[-1], 'rho_max': max(rho), 'norm_end': norm[-1], 'norm_max': max(norm)}
+    sigma = [r.get('singular_value', float('nan')) for r in log]
+    return {'rise': rise, 'rho_end': rho[-1], 'rho_max': max(rho), 'norm_end': norm[-1], 'norm_max': max(norm),
+            'sigma_end': sigma[-1], 'sigma_max': max(sigma)}
 
 
 def parcae(seeds, iters):
@@ -386,10 +388,11 @@ def parcae(seeds, iters):
 
     md = ['Stability (seed 1337; the largest rise of the logged train loss over the lowest of the 10 logs before '
           'it, after warmup; spectral radius and state norm from train.py\'s log):', '',
-          '| run | diverged | largest loss rise | spectral radius end (max) | state norm end (max) |',
-          '|---|---|---|---|---|']
+          '| run | diverged | largest loss rise | spectral radius end (max) | largest singular value end (max) | '
+          'state norm end (max) |', '|---|---|---|---|---|---|']
     md += [f"| {s['run']} | {'no' if s['diverged'] is None else 'after iter ' + str(s['diverged'])} | "
-           f"{s['rise']:.3f} | {s['rho_end']:.3f} ({s['rho_max']:.3f}) | {s['norm_end']:.1f} ({s['norm_max']:.1f}) |"
+           f"{s['rise']:.3f} | {s['rho_end']:.3f} ({s['rho_max']:.3f}) | {s['sigma_end']:.3f} ({s['sigma_max']:.3f}) | "
+           f"{s['norm_end']:.1f} ({s['norm_max']:.1f}) |"
            for s in stab]
     pts = ' | '.join(f'T={v}: {l:.3f}' for v, l in zip(sweep['values'], sweep['loss']))
     md += ['', f"Test-time depth of `{best['run']}` seed 1337 (trained with mean depth 4; eval set): {pts}. "

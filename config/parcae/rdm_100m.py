@@ -27,6 +27,7 @@ injection = 'linear'      # RDM: h <- W [h; e], W in R^{d x 2d}, unconstrained (
 block = 'sandwich'        # Geiping et al.: norm before and after each sublayer
 prelude_norm = False
 readout = False
+init = 'scaled'           # Table 17: Scaled (output projections at std / sqrt(2 D)), not Table 18's scaled-zero
 mean_recurrence = 16
 mean_backprop_depth = 8
 depth_sampling = 'per_batch'   # prior work: one depth per micro-batch (sec. 2.1)

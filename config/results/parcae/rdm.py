@@ -11,3 +11,4 @@ block = 'sandwich'
 depth_sampling = 'per_batch'
 prelude_norm = False
 readout = False
+init = 'scaled'
