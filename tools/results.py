@@ -1,17 +1,20 @@
 """
-Each paper's claim at a scale a CPU can run: tiny Shakespeare characters (bytes for the workspace),
-the CPU demos' recipes (the runs are config/results/<paper>/*.py), minutes to about half an hour per
-paper on 2 cores. One command per paper trains the few models its claim needs (train.py runs under
-out/results/<paper>/; a finished run is reused, a killed one resumed), scores them with eval.py on the
-whole validation stream and writes results/<paper>.md (the table) and results/<paper>.png (the curves).
+Each paper's claim at a scale a CPU can run: tiny Shakespeare characters (bytes for the workspace, the
+synthetic battery for FON's Table 8), the CPU demos' recipes (the runs are config/results/<paper>/*.py),
+from ten minutes to about an hour and a half per paper on 2 cores. One command per paper trains the
+models its claim needs (train.py runs under out/results/<paper>/; a finished run is reused, a killed one
+resumed), scores them with eval.py on the whole validation stream and writes results/<paper>.md (the
+tables) and results/<paper>.png (the curves).
 
     python prepare_data.py shakespeare_char      # offline: --input path/to/input.txt
     python prepare_data.py shakespeare --tokenizer byte   # the workspace's bytes (offline: the same --input)
-    python -m tools.results textnca                    # staged vs reversed vs uniform windows, GPT, Ts sweep
-    python -m tools.results parcae                     # Parcae vs RDM vs GPT over learning rates, num_recur sweep
-    python -m tools.results workspace                  # workspace vs anchored loop vs GPT, three seeds, bits/byte
-    python -m tools.results fon                        # length extrapolation vs learned/RoPE/ALiBi; infill vs
-                                                 # drafting-only FON and the causal GPT after hole fine-tuning
+    python prepare_data.py synthetic             # the battery (offline)
+    python -m tools.results textnca     # ~80 min: schedules, SWin-TF-Staged/6L, Transformer-6L, Ts sweep, Eq. 1
+    python -m tools.results parcae      # ~25 min: Parcae vs RDM vs GPT over learning rates, num_recur sweep
+    python -m tools.results workspace   # ~30 min: Table 3's six rows, seeds 11/23/37, bits per byte
+    python -m tools.results fon         # ~90 min: FON vs Mamba2 vs Transformers, the tied head, length
+                                        # extrapolation, Table 5's PC/OD/AR infill arms
+    python -m tools.results battery     # ~10 min: Table 8 with a BERT-style encoder, far future tasks
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
 Two runs train at once, one thread each; the wall times in the tables are theirs.
