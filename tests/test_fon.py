@@ -229,9 +229,10 @@ def test_delay_logits_get_their_own_learning_rate():
     torch.testing.assert_close(fresh.train_stats()['delay_shift'], 0.5, rtol=1e-4, atol=0)
 
 
-@pytest.mark.parametrize('coupling,num_recur', [('PC', 1), ('PC', 2), ('AR', 1), ('OD', 2)])
-def test_decode_equals_forward_at_every_position(coupling, num_recur):
-    m = model(coupling=coupling, num_recur=num_recur)
+@pytest.mark.parametrize('coupling,num_recur,emb_scale', [('PC', 1, 1.0), ('PC', 2, 1.0), ('AR', 1, 1.0), ('OD', 2, 1.0),
+                                                          ('PC', 1, 8.0)])
+def test_decode_equals_forward_at_every_position(coupling, num_recur, emb_scale):
+    m = model(coupling=coupling, num_recur=num_recur, emb_scale=emb_scale)
     x = torch.randint(0, MASK, (2, 27))          # over three delay chunks of 8
     ref, _ = m(x)
     state = m.decode_init(2, 'cpu')
