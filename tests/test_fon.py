@@ -233,6 +233,11 @@ def test_delay_logits_get_their_own_learning_rate():
                                                           ('PC', 1, 8.0)])
 def test_decode_equals_forward_at_every_position(coupling, num_recur, emb_scale):
     m = model(coupling=coupling, num_recur=num_recur, emb_scale=emb_scale)
+    if emb_scale != 1.0:   # at init the LN after the first layer absorbs h_0's scale: random matrices make it count
+        with torch.no_grad():
+            for p in m.parameters():
+                if p.ndim >= 2:
+                    p.normal_(0, 0.1)
     x = torch.randint(0, MASK, (2, 27))          # over three delay chunks of 8
     ref, _ = m(x)
     state = m.decode_init(2, 'cpu')
