@@ -583,6 +583,8 @@ def fon(seeds, iters):
            'holed, 200 eval batches; full-vocabulary argmax at the hole; tools/eval.py --infill); [95% Wilson '
            'interval].', '']
     md += infill_md(fill)
+    md += ['', "Table 8's fill battery, with a BERT-style encoder trained as one (train.py --causal=False) and "
+               "future-dependent tasks beyond FON's reach: results/battery.md (python -m tools.results battery)."]
     return rows + ft_rows, fig, '\n'.join(md)
 
 
