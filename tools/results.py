@@ -189,14 +189,8 @@ def run_with_progress(cmd, name):
 
 def evaluate(out, *args):
     """eval.py on a run (the whole val stream unless args say otherwise); returns its JSON."""
-    dest = os.path.join(out, 'eval')
-    name = next(a for a in args if a.startswith('--sweep='))[8:].split('=')[0] if any(
-        a.startswith('--sweep=') for a in args) else None
-    path = os.path.join(dest, f'sweep_{name}.json' if name else 'stream_val.json')
-    if not (os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(os.path.join(out, 'ckpt.pt'))):
-        subprocess.run([PY, '-m', 'tools.eval', f'--out_dir={out}', f'--out={dest}', *args], cwd=ROOT, check=True,
-                       stdout=subprocess.DEVNULL, env={**os.environ, 'OMP_NUM_THREADS': '1'})
-    return json.load(open(path))
+    sweep = next((a[len('--sweep='):].split('=')[0] for a in args if a.startswith('--sweep=')), None)
+    return eval_json(out, f'sweep_{sweep}.json' if sweep else 'stream_val.json', *args)
 
 
 def mean_sd(xs):
@@ -261,7 +255,7 @@ def textnca(seeds, iters):
     ax1.set(title='val loss (eval set, mean of seeds)', xlabel='iteration', ylabel='nats / char', ylim=(1.7, 3.4))
     ax1.legend(fontsize=7)
     by = {r['run']: r for r in rows}
-    ts = [int(n[3:]) if n.startswith('Ts=') else 4 for n in ts_rows]
+    ts = [json.load(open(os.path.join(run_dir('textnca', n, 1337), 'config.json')))['Ts'] for n in ts_rows]
     for name, t in zip(ts_rows, ts):
         ax2.plot([t] * len(by[name]['losses']), by[name]['losses'], 'o', color='C0', ms=4)
     ax2.plot(ts, [by[n]['mean'] for n in ts_rows], '-', color='C0')
@@ -287,11 +281,13 @@ def textnca(seeds, iters):
     return rows, fig, '\n'.join(md)
 
 
-def eval_json(out, file, *args):
-    """eval.py on a run with any analysis; returns the JSON it wrote to out/eval/file."""
-    dest = os.path.join(out, 'eval')
+def eval_json(out, file, *args, leg=None):
+    """eval.py on a run with any analysis; returns the JSON it wrote to out/eval/file, redone when the
+    checkpoint is newer. leg: the reading of a run trained in legs, kept in out/eval/leg<N>/ (it read
+    the checkpoint of that leg, which the next leg replaces)."""
+    dest = os.path.join(out, 'eval', *([f'leg{leg}'] if leg else []))
     path = os.path.join(dest, file)
-    if not (os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(os.path.join(out, 'ckpt.pt'))):
+    if not (os.path.isfile(path) and (leg or os.path.getmtime(path) > os.path.getmtime(os.path.join(out, 'ckpt.pt')))):
         subprocess.run([PY, '-m', 'tools.eval', f'--out_dir={out}', f'--out={dest}', *args], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL, env={**os.environ, 'OMP_NUM_THREADS': '1'})
     return json.load(open(path))
@@ -340,7 +336,8 @@ def parcae(seeds, iters):
         losses = [done[(name, s)][2] for s in range(1337, 1337 + n_seeds[name])]
         m, sd = mean_sd(losses)
         model = json.load(open(os.path.join(outs[0], 'config.json')))['model']
-        rows.append({'run': name, 'model': model, 'losses': losses, 'mean': m, 'sd': sd,
+        rows.append({'run': name, 'model': model, 'seeds': list(range(1337, 1337 + n_seeds[name])),
+                     'losses': losses, 'mean': m, 'sd': sd,
                      'seconds': sum(done[(name, s)][0] for s in range(1337, 1337 + n_seeds[name]))})
         if not name.startswith('GPT'):
             stab.append({'run': name, 'diverged': done[(name, 1337)][1], **stability(outs[0], 50)})
@@ -488,12 +485,8 @@ def finetune_legs(name, args, legs, iters):
     for leg in legs:
         leg = max(1, leg * iters // legs[-1]) if iters else leg
         secs = train(args, out, 1337, 0, upto=leg)
-        dest = os.path.join(out, 'eval', f'leg{leg}')
-        if not os.path.isfile(os.path.join(dest, 'infill.json')):
-            subprocess.run([PY, '-m', 'tools.eval', f'--out_dir={out}', f'--out={dest}', '--infill=True',
-                            '--eval_iters=200', f'--baseline_from={src}'], cwd=ROOT, check=True,
-                           stdout=subprocess.DEVNULL, env={**os.environ, 'OMP_NUM_THREADS': '1'})
-        reads.append((leg, json.load(open(os.path.join(dest, 'infill.json')))))
+        reads.append((leg, eval_json(out, 'infill.json', '--infill=True', '--eval_iters=200',
+                                     f'--baseline_from={src}', leg=leg)))
     return secs, reads
 
 
@@ -620,8 +613,8 @@ def battery(seeds, iters):
     spec = PAPERS['battery']
     slow = ('Mamba2 + holes', 'FON PC + holes')      # the longest chains first: two run at once
     chains = sorted(spec['finetune'], key=lambda f: slow.index(f) if f in slow else len(slow))
-    seed_list = range(1337, 1337 + seeds)
-    jobs = [(ft, seed) for ft in chains for seed in seed_list]
+    seeds = range(1337, 1337 + seeds)
+    jobs = [(ft, seed) for ft in chains for seed in seeds]
 
     def job(j):    # one model's chain: pretrain, fine-tune from it, score both, read the battery
         ft, seed = j
@@ -638,11 +631,11 @@ def battery(seeds, iters):
         for name in names:
             ft = name if phase else f'{name} + holes'
             cfg = json.load(open(os.path.join(run_dir('battery', name, 1337), 'config.json')))
-            losses = [done[(ft, s)][1][phase] for s in seed_list]
+            losses = [done[(ft, s)][1][phase] for s in seeds]
             m, sd = mean_sd(losses)
             rows.append({'run': name, 'model': cfg['model'] + ('' if cfg.get('causal', True) else ', causal=False'),
-                         'losses': losses, 'mean': m, 'sd': sd,
-                         'seconds': sum(done[(ft, s)][0][phase] for s in seed_list)})
+                         'seeds': list(seeds), 'losses': losses, 'mean': m, 'sd': sd,
+                         'seconds': sum(done[(ft, s)][0][phase] for s in seeds)})
 
     # every reading's exact-match count over each task's examples, pooled over seeds
     cols = [('FON PC fill', 'FON PC + holes', 'fill'), ('GPT causal fill', 'GPT causal + holes', 'fill'),
@@ -652,7 +645,7 @@ def battery(seeds, iters):
     right, n, per_seed = {}, {}, {}
     for label, ft, reading in cols:
         for t in tasks:
-            got = [done[(ft, s)][2]['tasks'][t] for s in seed_list]
+            got = [done[(ft, s)][2]['tasks'][t] for s in seeds]
             got = [(r[reading], r['n']) for r in got if r.get(reading) is not None]
             right[label, t], n[label, t] = sum(round(x * k) for x, k in got), sum(k for _, k in got)
             per_seed[label, t] = [x for x, _ in got]
@@ -670,7 +663,7 @@ def battery(seeds, iters):
         lo, hi = wilson(right[label, t], n[label, t])
         return f'{rate(label, t):.3f} [{lo:.3f}, {hi:.3f}]' if n[label, t] else 'n/a'
     sizes = '/'.join(map(str, sorted({tasks[t]['n'] for t in tasks})))
-    pooled = f' and seed, {seeds} seeds pooled' if seeds > 1 else ', seed 1337'
+    pooled = f' and seed, {len(seeds)} seeds pooled' if len(seeds) > 1 else ', seed 1337'
     md = [f"Per task (tools/eval.py --battery --battery_n={BATTERY_N}: the hole fine-tuned runs on the synthetic val "
           f"split's examples, {sizes} per task{pooled}): exact match of the whole answer, [its Wilson 95% interval]. "
           "Fill: the answer's tokens at the MASK id, argmax at each (FON through its holes; the bidirectional GPT "
@@ -686,7 +679,7 @@ def battery(seeds, iters):
     for gname, ts in groups:
         md.append(f"| {gname}, pooled | {sum(tasks[t]['chance'] for t in ts) / len(ts):.3f} | {n[cols[0][0], gname]} | "
                   + ' | '.join(cell(label, gname) for label, _, _ in cols) + ' |')
-    if seeds > 1:
+    if len(seeds) > 1:
         md += ['', 'Per seed, fill (FON PC / GPT causal / GPT bidirectional / Mamba2): ' + '; '.join(
             f"{t} " + ' / '.join(','.join(f'{x:.2f}' for x in per_seed[label, t]) for label, _, _ in cols[:4])
             for t in tasks) + '.']
@@ -748,6 +741,7 @@ def battery(seeds, iters):
     ax2.set_xticks(range(len(groups)), ['Table 8 six', 'future five', 'far five'], fontsize=8)
     ax2.set(title='pooled by group', ylim=(0, 1.05))
     return rows, fig, '\n'.join(md)
+
 
 JOBS = 2         # train.py runs at once (2 cores)
 ITERS = 0        # --iters: a quick look in its own folder, never mixed with the full runs
