@@ -407,7 +407,7 @@ def estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world):
             x, y, holes = get_batch(split, -1 - k, 0, cfg, streams, mask, rank, world)
             kw, n = {}, 1
             if not cfg['causal']:   # the hole loss: full attention, the targets at the holes only
-                y, kw, n = y.masked_fill(~holes, -1), {'causal': False}, int(holes.sum())
+                y, kw, n = hole_targets(y, holes)[0], {'causal': False}, int(holes.sum())
             with autocast:
                 _, loss = model(x.to(dev), y.to(dev), **kw)
             losses[i, k], counts[i, k] = (loss.float() * n, n) if n else (0.0, 0)
