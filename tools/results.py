@@ -512,10 +512,12 @@ def infill_md(fill):
         diff = pc['infill_acc'] - o['infill_acc']
         # the same holes for both: an unpaired interval on the difference is the conservative one
         half = 1.96 * math.sqrt((pc['infill_acc'] * (1 - pc['infill_acc']) + o['infill_acc'] * (1 - o['infill_acc'])) / n)
-        verdict = 'holds' if diff > half else 'tie' if abs(diff) <= half else 'not shown: the arm is ahead'
+        # one seed: an interval over holes, not over seeds, so no 'holds' (that needs three seeds)
+        verdict = ('PC ahead beyond the interval' if diff > half else 'within the interval' if abs(diff) <= half
+                   else 'the arm ahead beyond the interval')
         gains.append(f"PC - {other.split()[1]}: {100 * diff:+.1f} points (+-{100 * half:.1f}, 95%), "
                      f"{100 * diff / o['infill_acc']:+.0f}% relative: {verdict}")
-    return md + ['', 'At the last leg: ' + '; '.join(gains) + '.']
+    return md + ['', 'At the last leg (one seed; the interval is over holes, not seeds): ' + '; '.join(gains) + '.']
 
 
 def fon(seeds, iters):
