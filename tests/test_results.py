@@ -30,18 +30,66 @@ def test_every_run_is_a_config_file_and_its_sweep_values():
         assert all(args[0].startswith('config/') for args in spec['runs'].values())
 
 
-def test_parcae_rdm_and_gpt_are_parameter_matched():
+def test_parcae_table_2_runs_are_matched_and_differ_only_where_the_paper_says():
     runs = results.PAPERS['parcae']['runs']
-    for lr in results.PARCAE_LRS:
-        counts = {m: n_params(runs[f'{m} lr {lr:g}'], 65) for m in ('Parcae', 'RDM', 'GPT')}
-        assert abs(counts['RDM'] / counts['Parcae'] - 1) < 1e-3, counts
-        assert abs(counts['GPT'] / counts['Parcae'] - 1) < 1e-3, counts
-        cfg = models.resolve_config(runs[f'RDM lr {lr:g}'])   # config/parcae/rdm_100m.py's choices, at cpu_parcae's size
-        assert (cfg['injection'], cfg['block'], cfg['depth_sampling'], cfg['prelude_norm'], cfg['readout']) == \
-            ('linear', 'sandwich', 'per_batch', False, False)
-        same = {k: cfg[k] for k in ('learning_rate', 'update_clipping', 'adam_atan2', 'schedule', 'max_iters')}
-        gpt = models.resolve_config(runs[f'GPT lr {lr:g}'])
-        assert {k: gpt[k] for k in same} == same and gpt['init'] == 'scaled_zero'
+    for lr in results.PARCAE_ADAM_LRS:
+        counts = {m: n_params(runs[f'{m}, Adam lr {lr:g}'], 65) for m, _ in results.STABILITY}
+        assert all(abs(c / counts['Parcae'] - 1) < 1e-3 for c in counts.values()), counts
+        cfg = {m: models.resolve_config(runs[f'{m}, Adam lr {lr:g}']) for m, _ in results.STABILITY}
+        rdm, base = cfg['RDM, res. norm'], cfg['RDM, base']     # config/parcae/rdm_100m.py's choices
+        assert (rdm['injection'], rdm['block'], rdm['depth_sampling'], rdm['prelude_norm'], rdm['readout'],
+                rdm['init']) == ('linear', 'sandwich', 'per_batch', False, False, 'scaled')
+        assert {k for k in rdm if rdm[k] != base[k]} == {'block', 'out_dir'} and base['block'] == 'prenorm'
+        same = {k: rdm[k] for k in ('learning_rate', 'update_clipping', 'adam_atan2', 'schedule', 'max_iters')}
+        for m in ('Parcae', 'GPT 6L'):
+            assert {k: cfg[m][k] for k in same} == same
+        assert cfg['GPT 6L']['init'] == 'scaled_zero'
+
+
+def test_parcae_depth_runs_share_table_21s_recipe_and_their_controls_are_matched():
+    spec = results.PAPERS['parcae']
+    recipe = ('optimizer', 'muon_variant', 'learning_rate', 'muon_lr', 'beta1', 'beta2', 'eps', 'muon_weight_decay',
+              'muon_wd_decay', 'schedule', 'warmup_iters', 'cooldown_frac', 'max_iters', 'dataset', 'block_size',
+              'batch_size')
+    for setting in spec['settings']:
+        cfg = {m: models.resolve_config(results.muon_run(m, setting, 4e-3)[1]) for m in spec['depth']}
+        want = {k: cfg['GPT 6L'][k] for k in recipe}
+        assert all({k: c[k] for k in recipe} == want for c in cfg.values())
+        assert (want['optimizer'], want['muon_variant'], want['learning_rate'], want['muon_lr']) == ('muon', 'parcae', 4e-3, None)
+        assert cfg['GPT 6L']['block_size'] * cfg['GPT 6L']['batch_size'] == 768     # the same tokens per step
+        sizes = {}
+        for m, c in cfg.items():
+            with torch.device('meta'):
+                model = models.build_model(c['model'], {**c, 'vocab_size': 65})
+            sizes[m] = (model.num_params(), model.flops_per_token(c['block_size']))
+        assert abs(sizes['GPT 6L'][0] / sizes['Parcae'][0] - 1) < 1e-3 and sizes['Parcae mu=1'][0] == sizes['Parcae'][0]
+        # the ceiling: twice the layers at the same width; a forward of Parcae at mean depth 4 applies
+        # 2 + 4 x 2 + 2 = 12 blocks, as the GPT 12L (training FLOPs: backprop through 2 of the 4 steps)
+        assert (cfg['GPT 12L']['n_layer'], cfg['GPT 12L']['n_embd']) == (12, cfg['GPT 6L']['n_embd'])
+        assert sizes['GPT 6L'][1] < sizes['Parcae'][1] < sizes['GPT 12L'][1]
+        mu1 = cfg['Parcae mu=1']
+        assert (mu1['mean_recurrence'], mu1['mean_backprop_depth'], mu1['depth_sampling']) == (1, 1, 'fixed')
+
+
+def test_the_lt_fit_tells_the_four_forms_apart():
+    T = list(range(1, 13))
+    exp = [2.0 + 0.5 * math.exp(-0.7 * t) for t in T]
+    power = [2.0 + 0.5 * t ** -1.2 for t in T]
+    for curve, form in ((exp, 'L_inf + Z exp(-zT)'), (power, 'L_inf + Z T^-z')):
+        fits = results.fit_forms(T, curve, 4)
+        assert fits[form]['in'] < 1e-12 and fits[form]['extrapolation'] < 1e-12, fits[form]
+        assert min(f['extrapolation'] for k, f in fits.items() if k != form) > 100 * fits[form]['extrapolation']
+    assert fits['Z T^-z']['in'] > 1e-7     # no floor cannot follow a curve that saturates at 2.0
+
+
+def test_verdicts_for_a_loss_and_an_accuracy():
+    def row(xs):
+        m, sd = results.mean_sd(xs)
+        return {'mean': m, 'sd': sd}
+    low, high = row([1.0, 1.01, 1.02]), row([1.1, 1.11, 1.12])
+    assert results.verdict(low, high) == 'holds' and results.verdict(high, low) == 'run lower'
+    assert results.verdict(high, low, higher=True) == 'holds' and results.verdict(low, row([1.01, 1.02, 1.03])) == 'tie'
+    assert results.verdict(low, row([1.5])) == 'one seed'
 
 
 def test_workspace_rows_are_parameter_matched():

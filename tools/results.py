@@ -41,9 +41,13 @@ PY = sys.executable
 # A paper: its runs (name -> train.py arguments: a config file of config/results/<paper>/ and the one or two
 # values a sweep varies), the seeds each is trained with, and what to report.
 CFG = 'config/results/'
-# Parcae, the RDM and a GPT on one recipe (config/results/parcae/: cpu_parcae's schedule with the RDM's Adam),
-# parameter-matched, each over these learning rates
-PARCAE_LRS = (2e-3, 6e-3, 2e-2)
+# Parcae's Table 2 at CPU scale: Parcae, the RDM with and without residual normalisation and the GPT (the
+# rise metric's noise floor: nothing loops there) on the RDM's Adam (Q.1), one seed at each of these rates
+PARCAE_ADAM_LRS = (2e-3, 6e-3, 2e-2)
+STABILITY = (('Parcae', 'parcae'), ('RDM, res. norm', 'rdm'), ('RDM, base', 'rdm_base'), ('GPT 6L', 'gpt'))
+# Section 5.1 on its own recipe (Table 21: muon.py): the GPT's rates start here and widen by 2x at an edge
+# until its best lies inside; every depth run then trains at that rate, as the paper takes Parcae at the GPT's
+PARCAE_MUON_LRS = (4e-3, 8e-3, 1.6e-2)
 # FON (config/results/fon/fon.py) and 4-layer GPTs of its recipe (gpt.py) with learned, RoPE and ALiBi positions;
 # hole fine-tuning (holes.py) read after the pretraining run's config
 HOLES = [CFG + 'fon/holes.py']
@@ -71,12 +75,18 @@ PAPERS = {
     },
     'parcae': {
         'claim': 'Table 2: the RDM diverges or spikes as the learning rate grows where Parcae stays stable '
-                 '(spectral radius < 1); section 5.3: loss falls with test-time depth as L(T) = L_inf + Z exp(-z T); '
-                 'Parcae beats a parameter-matched Transformer on the same recipe',
-        'seeds': 1,
-        'runs': {f'{m} lr {lr:g}': [CFG + f'parcae/{m.lower()}.py', f'--learning_rate={lr}'] for lr in PARCAE_LRS
-                 for m in ('Parcae', 'RDM', 'GPT')},
-        'extra_seed': ('Parcae lr 0.002', 'GPT lr 0.002', 'Parcae lr 0.006', 'GPT lr 0.006'),   # where the gap is small
+                 '(spectral radius < 1); Table 5: Parcae beats the parameter-matched Transformer on the paper\'s '
+                 'recipe (Table 21); section 5.3 / Table 12: test-time depth follows L(T) = L_inf + Z exp(-z T), '
+                 'better than three other forms when fit on T <= mu_rec and extrapolated',
+        'seeds': 3,
+        'runs': {f'{m}, Adam lr {lr:g}': [CFG + f'parcae/{f}.py', f'--learning_rate={lr}']
+                 for lr in PARCAE_ADAM_LRS for m, f in STABILITY},
+        # the depth design: the parameter-matched GPT, the FLOPs-matched depth ceiling, Parcae, Parcae at
+        # fixed depth 1; each in two settings (the recipe and the data after the model's config)
+        'depth': {'GPT 6L': 'gpt', 'GPT 12L': 'gpt_12l', 'Parcae': 'parcae', 'Parcae mu=1': 'parcae_mu1'},
+        'settings': {'Shakespeare': [CFG + 'parcae/muon.py'],
+                     'battery': [CFG + 'parcae/muon.py', CFG + 'parcae/battery.py']},
+        'mu': 4,     # Parcae's mean_recurrence (cpu_parcae.py)
         'sweep': 'num_recur=1..12',
     },
     'workspace': {
@@ -319,89 +329,255 @@ def stability(out, warmup):
             'sigma_end': sigma[-1], 'sigma_max': max(sigma)}
 
 
-def parcae(seeds, iters):
+def muon_run(model, setting, lr):
+    """A depth run of the parcae paper: its name and train.py arguments (the model's config, then the
+    setting's recipe and data, then the rate)."""
     spec = PAPERS['parcae']
-    n_seeds = {name: seeds + (name in spec['extra_seed']) for name in spec['runs']}
-    jobs = [(name, seed) for name in spec['runs'] for seed in range(1337, 1337 + n_seeds[name])]
+    return (f'{model}, {setting}, Muon lr {lr:g}',
+            [CFG + f"parcae/{spec['depth'][model]}.py", *spec['settings'][setting], f'--learning_rate={lr}'])
 
-    def job(j):   # (seconds, diverged after iter or None, stream loss or NaN)
-        out = run_dir('parcae', *j)
-        secs, diverged = train_or_diverge(spec['runs'][j[0]], out, j[1], iters)
-        return secs, diverged, float('nan') if diverged is not None else evaluate(out, '--stream=True')['loss']
-    with ThreadPoolExecutor(JOBS) as pool:
-        done = dict(zip(jobs, pool.map(job, jobs)))
-    rows, stab = [], []
-    for name in spec['runs']:
-        outs = [run_dir('parcae', name, s) for s in range(1337, 1337 + n_seeds[name])]
-        losses = [done[(name, s)][2] for s in range(1337, 1337 + n_seeds[name])]
-        m, sd = mean_sd(losses)
-        model = json.load(open(os.path.join(outs[0], 'config.json')))['model']
-        rows.append({'run': name, 'model': model, 'seeds': list(range(1337, 1337 + n_seeds[name])),
-                     'losses': losses, 'mean': m, 'sd': sd,
-                     'seconds': sum(done[(name, s)][0] for s in range(1337, 1337 + n_seeds[name]))})
-        if not name.startswith('GPT'):
-            stab.append({'run': name, 'diverged': done[(name, 1337)][1], **stability(outs[0], 50)})
-    best = min((r for r in rows if r['run'].startswith('Parcae') and math.isfinite(r['mean'])), key=lambda r: r['mean'])
-    sweep = evaluate(run_dir('parcae', best['run'], 1337), f"--sweep={spec['sweep']}")
 
-    fig, axs = plt.subplots(2, 3, figsize=(12, 6.5))
-    lrs = {name: float(name.split()[-1]) for name in spec['runs']}
-    for i, fam in enumerate(('Parcae', 'RDM', 'GPT')):
-        pts = [(lrs[r['run']], x) for r in rows if r['run'].startswith(fam) for x in r['losses']]
-        axs[0, 0].plot(*zip(*pts), 'o', color=f'C{i}', label=fam)
-        means = [(lrs[r['run']], r['mean']) for r in rows if r['run'].startswith(fam)]
-        axs[0, 0].plot(*zip(*means), '-', color=f'C{i}')
-    axs[0, 0].set(title='val loss (whole stream) vs peak learning rate', xscale='log', xlabel='learning rate',
-                  ylabel='nats / char')
-    axs[0, 0].set_xticks(PARCAE_LRS, [f'{lr:g}' for lr in PARCAE_LRS])
-    axs[0, 0].minorticks_off()
-    for j, lr in enumerate(PARCAE_LRS):
-        for fam, ls in (('Parcae', '-'), ('RDM', '--')):
-            log = [r for r in read_log(run_dir('parcae', f'{fam} lr {lr:g}', 1337)) if r.get('kind') == 'train']
-            it = [r['iter'] for r in log]
-            label = f'{fam} lr {lr:g}'
+# Table 12's four forms of L(T); (L_inf, Z, z) = exp of the free parameters, so each stays positive
+FORMS = {
+    'L_inf + Z exp(-zT)': lambda T, a, b, c: a.exp() + b.exp() * torch.exp(-c.exp() * T),
+    'L_inf + Z (1+T)^-z': lambda T, a, b, c: a.exp() + b.exp() * (1 + T) ** -c.exp(),
+    'L_inf + Z T^-z': lambda T, a, b, c: a.exp() + b.exp() * T ** -c.exp(),
+    'Z T^-z': lambda T, a, b, c: b.exp() * T ** -c.exp(),
+}
+
+
+def huber(r, delta=1e-3):   # Hoffmann et al.'s delta, on log loss (Parcae Appendix K)
+    return torch.where(r.abs() <= delta, 0.5 * r ** 2, delta * (r.abs() - 0.5 * delta))
+
+
+def fit_form(form, T, L):
+    """Parameters of one form fit to points (T, L): the summed Huber loss of log prediction against
+    log loss, minimised by L-BFGS from a grid of starts (the paper: random restarts)."""
+    T, logL = torch.tensor(T, dtype=torch.float64), torch.tensor(L, dtype=torch.float64).log()
+    f, best = FORMS[form], (math.inf, None)
+    for a0 in (math.log(min(L)) + d for d in (-0.1, -0.01, -0.001)):
+        for b0 in (math.log(max(max(L) - min(L), 1e-6)), math.log(max(L))):
+            for c0 in (-2.0, -0.5, 0.5, 1.5):
+                p = torch.tensor([a0, b0, c0], dtype=torch.float64, requires_grad=True)
+                opt = torch.optim.LBFGS([p], max_iter=500, tolerance_grad=1e-14, tolerance_change=1e-16,
+                                        line_search_fn='strong_wolfe')
+
+                def closure():
+                    opt.zero_grad()
+                    loss = huber(f(T, *p).log() - logL).sum()
+                    loss.backward()
+                    return loss
+                opt.step(closure)
+                with torch.no_grad():
+                    loss = huber(f(T, *p).log() - logL).sum().item()
+                if math.isfinite(loss) and loss < best[0]:
+                    best = (loss, p.detach())
+    return best[1]
+
+
+def fit_forms(T, L, mu):
+    """Table 12 for one curve: each form's mean Huber loss per point, fit on every T ('in') and fit on
+    T <= mu, scored on T > mu ('extrapolation')."""
+    res = {}
+    for form, f in FORMS.items():
+        def score(p, ts, ls):
+            with torch.no_grad():
+                r = f(torch.tensor(ts, dtype=torch.float64), *p).log() - torch.tensor(ls, dtype=torch.float64).log()
+            return huber(r).mean().item()
+        lo = [(t, l) for t, l in zip(T, L) if t <= mu]
+        hi = [(t, l) for t, l in zip(T, L) if t > mu]
+        res[form] = {'in': score(fit_form(form, T, L), T, L),
+                     'extrapolation': score(fit_form(form, *zip(*lo)), *zip(*hi))}
+    return res
+
+
+def verdict(ref, run, higher=False):
+    """ref against run (rows with mean and sd over seeds): 'holds' where ref is better by more than two of
+    the larger sd, 'tie' within them, 'run lower' (or higher) beyond them, 'one seed' where a side has no sd.
+    higher: the metric is better high (an accuracy), else low (a loss)."""
+    sd = float('nan') if math.isnan(ref['sd']) or math.isnan(run['sd']) else max(ref['sd'], run['sd'])
+    gap = (ref['mean'] - run['mean']) * (1 if higher else -1)     # > 0: ref better
+    return ('one seed' if math.isnan(sd) else 'holds' if gap > 2 * sd else 'tie' if gap >= -2 * sd
+            else 'run higher' if higher else 'run lower')
+
+
+def parcae(seeds, iters):
+    """Table 2 (one seed per Adam rate), then Section 5.1's comparison on its recipe: the GPT's Muon rates
+    widened until its best is inside, and at that rate the GPT 6L (parameter-matched), the GPT 12L (the
+    depth ceiling, about Parcae's FLOPs), Parcae and Parcae at fixed depth 1, each over seeds, on tiny
+    Shakespeare and on the synthetic battery; Parcae's test-time depth and Table 12's four L(T) forms."""
+    spec = PAPERS['parcae']
+    done, rows = {}, {}
+
+    def job(j):   # one run: (seconds, diverged after iter or None, stream loss or NaN, its readings)
+        name, args, seed = j
+        out = run_dir('parcae', name, seed)
+        secs, diverged = train_or_diverge(args, out, seed, iters)
+        if diverged is not None:
+            return secs, diverged, float('nan'), {}
+        read = {}
+        if CFG + 'parcae/battery.py' in args:
+            read['battery'] = eval_json(out, 'battery.json', '--battery=True', f'--battery_n={BATTERY_N}')
+        if name.startswith('Parcae,'):
+            read['sweep'] = evaluate(out, f"--sweep={spec['sweep']}")
+        return secs, diverged, evaluate(out, '--stream=True')['loss'], read
+
+    def run_all(jobs):   # (name, args, seed) each; JOBS at once, one thread each
+        with ThreadPoolExecutor(JOBS) as pool:
+            done.update(zip([(n, s) for n, _, s in jobs], pool.map(job, jobs)))
+        for name in dict.fromkeys(n for n, _, _ in jobs):
+            ss = [s for n, _, s in jobs if n == name] if name not in rows else rows[name]['seeds']
+            losses = [done[(name, s)][2] for s in ss]
+            m, sd = mean_sd(losses)
+            cfg = json.load(open(os.path.join(run_dir('parcae', name, ss[0]), 'config.json')))
+            rows[name] = {'run': name, 'model': cfg['model'], 'seeds': ss, 'losses': losses, 'mean': m, 'sd': sd,
+                          'seconds': sum(done[(name, s)][0] for s in ss)}
+
+    lrs = list(PARCAE_MUON_LRS)
+    run_all([(*muon_run('GPT 6L', 'Shakespeare', lr), 1337) for lr in lrs] +
+            [(name, args, 1337) for name, args in spec['runs'].items()])
+    while True:   # the GPT's grid: widen at the edge its best lies on, until the best is inside
+        grid = {lr: rows[muon_run('GPT 6L', 'Shakespeare', lr)[0]]['mean'] for lr in lrs}
+        best = min(lrs, key=lambda lr: grid[lr] if math.isfinite(grid[lr]) else math.inf)
+        if best not in (lrs[0], lrs[-1]) or len(lrs) >= 7:
+            break
+        lr = best / 2 if best == lrs[0] else best * 2
+        lrs = sorted(lrs + [lr])
+        run_all([(*muon_run('GPT 6L', 'Shakespeare', lr), 1337)])
+    ss = seed_list(spec, None, seeds)
+    slow = ('GPT 12L', 'Parcae', 'GPT 6L', 'Parcae mu=1')     # the longest first: two run at once
+    depth = {st: [muon_run(m, st, best)[0] for m in spec['depth']] for st in spec['settings']}
+    for name in depth['Shakespeare']:
+        rows.pop(name, None)       # the grid's run of that rate is its first seed
+    run_all([(*muon_run(m, st, best), s) for m in slow for st in spec['settings'] for s in ss])
+
+    # each setting: the metric, the rows and curves of its four models
+    from battery import FUTURE
+    six = {}     # the battery runs' exact match pooled over Table 8's six (the prompt holds the answer's evidence)
+    for name in depth['battery']:
+        accs = []
+        for s in rows[name]['seeds']:
+            tasks = done[(name, s)][3]['battery']['tasks']
+            ts = [t for t in tasks if t not in FUTURE]
+            accs.append(sum(tasks[t]['generate'] * tasks[t]['n'] for t in ts) / sum(tasks[t]['n'] for t in ts))
+        m, sd = mean_sd(accs)
+        six[name] = {'run': name, 'losses': accs, 'mean': m, 'sd': sd, 'tasks': ts, 'per_task': {
+            t: sum(done[(name, s)][3]['battery']['tasks'][t]['generate'] for s in rows[name]['seeds']) / len(accs)
+            for t in ts}}
+    sweeps = {st: [done[(depth[st][2], s)][3]['sweep'] for s in ss] for st in spec['settings']}
+
+    fig, axs = plt.subplots(2, 4, figsize=(17, 7))
+    for i, (fam, _) in enumerate(STABILITY):
+        pts = [(lr, rows[f'{fam}, Adam lr {lr:g}']['mean']) for lr in PARCAE_ADAM_LRS]
+        axs[0, 0].plot(*zip(*pts), 'o-', color=f'C{i}', label=fam)
+    axs[0, 0].set(title="Table 2 recipe (RDM's Adam): val loss\n(whole stream) vs peak rate, seed 1337",
+                  xscale='log', xlabel='learning rate', ylabel='nats / char')
+    for j, lr in enumerate(PARCAE_ADAM_LRS):
+        for (fam, _), ls in zip(STABILITY[:3], ('-', '--', ':')):
+            log = [r for r in read_log(run_dir('parcae', f'{fam}, Adam lr {lr:g}', 1337)) if r.get('kind') == 'train']
             loss = [r['loss'] for r in log]   # a running mean of 5 logs: the spikes stay, the batch noise goes
             mean5 = [sum(loss[max(0, i - 4):i + 1]) / len(loss[max(0, i - 4):i + 1]) for i in range(len(loss))]
-            axs[0, 1].plot(it, mean5, ls, color=f'C{j}', lw=1, label=label)
-            axs[1, 0].plot(it, [r['spectral_radius'] for r in log], ls, color=f'C{j}', lw=1, label=label)
-            axs[1, 1].plot(it, [r['state_norm'] for r in log], ls, color=f'C{j}', lw=1, label=label)
-    axs[0, 1].set(title='train loss, mean of 5 logs\n(solid Parcae, dashed RDM)', xlabel='iteration',
-                  ylabel='nats / char', ylim=(1.4, 3.4))
-    axs[1, 0].set(title='spectral radius of the injection\n(lines as in the train loss)', xlabel='iteration',
+            label = f'{fam} lr {lr:g}'
+            axs[0, 1].plot([r['iter'] for r in log], mean5, ls, color=f'C{j}', lw=1, label=label)
+            axs[0, 2].plot([r['iter'] for r in log], [r.get('spectral_radius', math.nan) for r in log], ls,
+                           color=f'C{j}', lw=1, label=label)
+    axs[0, 1].set(title='train loss, mean of 5 logs\n(solid Parcae, dashed RDM res. norm, dotted base)',
+                  xlabel='iteration', ylabel='nats / char', ylim=(1.4, 3.4))
+    axs[0, 2].set(title='spectral radius of the injection\n(lines as in the train loss)', xlabel='iteration',
                   ylabel='rho(A_bar)')
-    axs[1, 1].set(title='recurrent state norm\n(lines as in the train loss)', xlabel='iteration', ylabel='|h_T|',
-                  yscale='log')
-    for name in (best['run'], best['run'].replace('Parcae', 'GPT')):
-        c = [p for p in val_curve(run_dir('parcae', name, 1337)) if p[0] > 0]
-        if c:
-            axs[0, 2].plot(*zip(*c), 'o-', ms=3, label=name)
-    axs[0, 2].set(title='Parcae vs parameter-matched GPT', xlabel='iteration', ylabel='val loss (eval set)')
-    f = sweep['fit']
-    t = [1 + 11 * k / 100 for k in range(101)]
-    axs[1, 2].plot(sweep['values'], sweep['loss'], 'o', label='measured')
-    axs[1, 2].plot(t, [f['L_inf'] + f['Z'] * math.exp(-f['z'] * x) for x in t], '--',
-                   label=f"{f['L_inf']:.3f} + {f['Z']:.2f} exp(-{f['z']:.2f} T)")
-    axs[1, 2].axvline(4, color='gray', ls=':', label='trained mean depth 4')
-    axs[1, 2].set(title=f"{best['run']}: test-time depth", xlabel='num_recur T', ylabel='val loss (eval set)')
-    for ax in (axs[0, 0], axs[0, 1], axs[0, 2], axs[1, 2]):
-        ax.legend(fontsize=7)
+    axs[0, 3].plot(lrs, [grid[lr] for lr in lrs], 'o-', color='C3', label='GPT 6L (seed 1337)')
+    for i, m in enumerate(spec['depth']):
+        r = rows[muon_run(m, 'Shakespeare', best)[0]]
+        axs[0, 3].plot([best * 1.04 ** i] * len(r['losses']), r['losses'], 'x', color=f'C{4 + i}', label=f'{m}, seeds')
+    axs[0, 3].set(title='Table 21 recipe (Muon), tiny Shakespeare:\nval loss vs rate', xscale='log',
+                  xlabel='learning rate', ylabel='nats / char')
+    for k, st in enumerate(spec['settings']):
+        ax = axs[1, k]
+        for i, name in enumerate(depth[st]):
+            cs = [val_curve(run_dir('parcae', name, s)) for s in rows[name]['seeds']]
+            its = [it for it, _ in cs[0] if it > 0]
+            ax.plot(its, [sum(dict(c)[it] for c in cs) / len(cs) for it in its], 'o-', ms=3, color=f'C{4 + i}',
+                    label=name.split(',')[0])
+        ax.set(title=f'{st}, Muon lr {best:g}: val loss (eval set,\nmean of seeds)', xlabel='iteration',
+               ylabel='nats / token')
+        ax = axs[1, 2 + k]
+        for s, sw in zip(ss, sweeps[st]):
+            ax.plot(sw['values'], sw['loss'], 'o-', ms=3, label=f'seed {s}')
+        ax.axvline(spec['mu'], color='gray', ls=':', label='trained mean depth')
+        ax.set(title=f'{st}: Parcae, test-time depth', xlabel='num_recur T', ylabel='val loss (eval set)')
+    for ax in axs.flat:
+        ax.legend(fontsize=6)
 
-    md = ['Stability (seed 1337; the largest rise of the logged train loss over the lowest of the 10 logs before '
-          'it, after warmup; spectral radius and state norm from train.py\'s log):', '',
-          '| run | diverged | largest loss rise | spectral radius end (max) | largest singular value end (max) | '
-          'state norm end (max) |', '|---|---|---|---|---|---|']
-    md += [f"| {s['run']} | {'no' if s['diverged'] is None else 'after iter ' + str(s['diverged'])} | "
-           f"{s['rise']:.3f} | {s['rho_end']:.3f} ({s['rho_max']:.3f}) | {s['sigma_end']:.3f} ({s['sigma_max']:.3f}) | "
-           f"{s['norm_end']:.1f} ({s['norm_max']:.1f}) |"
-           for s in stab]
-    pts = ' | '.join(f'T={v}: {l:.3f}' for v, l in zip(sweep['values'], sweep['loss']))
-    md += ['', f"Test-time depth of `{best['run']}` seed 1337 (trained with mean depth 4; eval set): {pts}. "
-               f"Fit L(T) = {f['L_inf']:.3f} + {f['Z']:.3f} exp(-{f['z']:.3f} T), rmse {f['rmse']:.1e}."]
-    gpt = {r['run'].split()[-1]: r for r in rows if r['run'].startswith('GPT')}
-    cmp_ = [f"lr {r['run'].split()[-1]}: {r['mean']:.3f} vs {gpt[r['run'].split()[-1]]['mean']:.3f}"
-            for r in rows if r['run'].startswith('Parcae')]
-    md += ['', 'Parcae vs the parameter-matched GPT (mean val loss): ' + '; '.join(cmp_) + '.']
-    return rows, fig, '\n'.join(md)
+    gpt_rise = max(stability(run_dir('parcae', f'GPT 6L, Adam lr {lr:g}', 1337), 50)['rise'] for lr in PARCAE_ADAM_LRS)
+    md = [f"Recipes. Table 2 (stability): the RDM's Adam (Q.1: update clipping, atan2 without epsilon, trapezoid, "
+          f"{tokens_seen(run_dir('parcae', f'Parcae, Adam lr {PARCAE_ADAM_LRS[0]:g}', 1337)):,} tokens), one seed (1337) "
+          "per rate. Section 5.1 (quality): the paper's own, Table 21 (config/results/parcae/muon.py: Muon with Polar "
+          "Express, variance reduction and cautious weight decay 0.2 decaying to 0 for the matrices, AdamW betas "
+          "(0.8, 0.95), eps 1e-10 for the rest, one rate for both, no warmup, 50% cooldown), every model at the GPT's "
+          "best rate as the paper takes Parcae at the GPT's.", '',
+          'Stability (Table 2; seed 1337; the largest rise of the logged train loss over the lowest of the 10 logs '
+          "before it, after warmup; spectral radius, largest singular value of the injection and state norm from "
+          "train.py's log):", '',
+          '| run | diverged | val loss | largest loss rise | spectral radius end (max) | largest singular value end '
+          '(max) | state norm end (max) |', '|---|---|---|---|---|---|---|']
+    for lr in PARCAE_ADAM_LRS:
+        for fam, _ in STABILITY:
+            name = f'{fam}, Adam lr {lr:g}'
+            st, d = stability(run_dir('parcae', name, 1337), 50), done[(name, 1337)][1]
+            loop = not fam.startswith('GPT')
+            md.append(f"| {name} | {'no' if d is None else f'after iter {d}'} | {rows[name]['mean']:.3f} | "
+                      f"{st['rise']:.3f} | " + (f"{st['rho_end']:.3f} ({st['rho_max']:.3f}) | {st['sigma_end']:.3f} "
+                      f"({st['sigma_max']:.3f}) | {st['norm_end']:.1f} ({st['norm_max']:.1f}) |" if loop else '| | |'))
+    md += ['', f"The rise metric's noise floor: {gpt_rise:.3f}, its largest value over the GPT's three runs, where "
+               "nothing loops and nothing spikes; a looped run's rise is a spike only above it.", '',
+           "Table 21's rate for the GPT 6L on tiny Shakespeare (seed 1337, whole val stream): " +
+           ' | '.join(f'{lr:g}: {grid[lr]:.3f}' for lr in lrs) + f". Best {best:g}, inside the grid"
+           + ('.' if best not in (lrs[0], lrs[-1]) else ' edge (the grid stopped at 7 rates).')]
+    for st in spec['settings']:
+        names = depth[st]
+        deep = verdict(rows[names[1]], rows[names[0]])
+        md += ['', f"{st} ({PAPERS['battery']['data'] if st == 'battery' else 'tiny Shakespeare characters'}; "
+                   f"{tokens_seen(run_dir('parcae', names[0], ss[0])):,} tokens), Table 21 at lr {best:g}, seeds "
+                   f"{', '.join(map(str, ss))}: Parcae (ref) against the parameter-matched GPT 6L, the FLOPs-matched "
+                   "GPT 12L and itself at fixed depth 1:", '']
+        md += comparison('parcae', list(rows.values()), {n: [val_curve(run_dir('parcae', n, s)) for s in rows[n]['seeds']]
+                                                         for n in names}, names[2], [names[2], names[0], names[1], names[3]])
+        md += ['', f"Depth on the val loss: GPT 12L against GPT 6L, {deep} ({rows[names[1]]['mean']:.3f} vs "
+                   f"{rows[names[0]]['mean']:.3f})."]
+        if st == 'battery':
+            acc = [six[n] for n in names]
+            md += ['', "Exact match (greedy generation after the prompt) pooled over Table 8's six tasks, whose prompt "
+                       f"holds the answer's evidence ({BATTERY_N} val examples a task), mean +- sd over seeds:", '',
+                   '| run | exact match | per seed | ' + ' | '.join(acc[0]['tasks']) + ' | Parcae vs run |',
+                   '|---|---|---|' + '---|' * (len(acc[0]['tasks']) + 1)]
+            for a in acc:
+                md.append(f"| {a['run']} | {a['mean']:.3f} +- {a['sd']:.3f} | {', '.join(f'{x:.3f}' for x in a['losses'])} | "
+                          + ' | '.join(f"{a['per_task'][t]:.3f}" for t in a['tasks']) + ' | '
+                          + ('' if a is acc[2] else verdict(acc[2], a, higher=True)) + ' |')
+            md += ['', f"Depth on the battery: GPT 12L against GPT 6L, {verdict(acc[1], acc[0], higher=True)} "
+                       f"({acc[1]['mean']:.3f} vs {acc[0]['mean']:.3f} exact match)."]
+        gaps = [sw['loss'][0] - sw['loss'][sw['values'].index(spec['mu'])] for sw in sweeps[st]]
+        m, sd = mean_sd(gaps)
+        fits = [fit_forms(sw['values'], sw['loss'], spec['mu']) for sw in sweeps[st]]
+        md += ['', f"Test-time depth of Parcae ({st}, eval set, T = 1..12, trained mean depth {spec['mu']}): L(1) - "
+                   f"L({spec['mu']}) = {m:.4f} +- {sd:.4f} over seeds ({', '.join(f'{g:.4f}' for g in gaps)}); "
+                   "per seed " + '; '.join(f"{s}: " + ' '.join(f'{l:.3f}' for l in sw['loss']) for s, sw in zip(ss, sweeps[st])),
+               '', f"Table 12's forms on these curves: mean Huber loss per point (x 1e-7) on log loss, the mean over "
+                   f"the seeds' fits; extrapolation: fit on T <= {spec['mu']}, scored on T > {spec['mu']}.", '',
+               '| fit | ' + ' | '.join(FORMS) + ' |', '|---|' + '---|' * len(FORMS)]
+        for key, label in (('in', 'in-distribution (all T)'), ('extrapolation', f"extrapolation (T > {spec['mu']})")):
+            md.append(f'| {label} | ' + ' | '.join(f"{sum(f[form][key] for f in fits) / len(fits) * 1e7:.2f}"
+                                                    for form in FORMS) + ' |')
+        ext = {form: sum(f[form]['extrapolation'] for f in fits) / len(fits) for form in FORMS}
+        first, second = sorted(ext, key=ext.get)[:2]
+        md += ['', f"Extrapolation: {first} is best, {ext[second] / max(ext[first], 1e-30):.1f}x below {second}; " +
+               ("the exponential form is identified here as in the paper (at least 2x below every other)."
+                if first == 'L_inf + Z exp(-zT)' and ext[second] >= 2 * ext[first] else
+                "the form cannot be identified at this scale (the paper's exponential is not at least 2x below "
+                "every other form).")]
+    out = [rows[n] for n in spec['runs']] + [rows[muon_run('GPT 6L', 'Shakespeare', lr)[0]] for lr in lrs if lr != best]
+    out += [rows[n] for st in spec['settings'] for n in depth[st]]
+    return out, fig, '\n'.join(md)
 
 
 def workspace(seeds, iters):
@@ -461,13 +637,10 @@ def comparison(paper, rows, curves, ref, names, paper_col=None, scale=1.0):
         pc, non_emb, fpt = counts(run_dir(paper, name, r['seeds'][0]))
         pts = [at_fraction(c) for c in curves[name]]
         gap = q['mean'] - r['mean']
-        sd = float('nan') if math.isnan(q['sd']) or math.isnan(r['sd']) else max(q['sd'], r['sd'])
-        verdict = ('' if name == ref else 'one seed' if math.isnan(sd) else 'holds' if gap < -2 * sd
-                   else 'tie' if abs(gap) <= 2 * sd else 'run lower')
         sd_txt = '' if math.isnan(r['sd']) else f" +- {r['sd']:.3f}"
         md.append(f"| {name} | {pc:,} | {non_emb:,} | {fpt / 1e6:.2f}M | {len(r['losses'])} | {r['mean']:.3f}{sd_txt} | "
                   f"{scale * sum(l for _, l in pts) / len(pts):.3f} (iter {pts[0][0]}) | "
-                  f"{'' if name == ref else f'{gap:+.3f}'} | {verdict} |" + (f" {paper_col.get(name, '')} |" if paper_col else ''))
+                  f"{'' if name == ref else f'{gap:+.3f}'} | {'' if name == ref else verdict(q, r)} |" + (f" {paper_col.get(name, '')} |" if paper_col else ''))
     return md
 
 
@@ -513,10 +686,10 @@ def infill_md(fill):
         # the same holes for both: an unpaired interval on the difference is the conservative one
         half = 1.96 * math.sqrt((pc['infill_acc'] * (1 - pc['infill_acc']) + o['infill_acc'] * (1 - o['infill_acc'])) / n)
         # one seed: an interval over holes, not over seeds, so no 'holds' (that needs three seeds)
-        verdict = ('PC ahead beyond the interval' if diff > half else 'within the interval' if abs(diff) <= half
-                   else 'the arm ahead beyond the interval')
+        call = ('PC ahead beyond the interval' if diff > half else 'within the interval' if abs(diff) <= half
+                else 'the arm ahead beyond the interval')
         gains.append(f"PC - {other.split()[1]}: {100 * diff:+.1f} points (+-{100 * half:.1f}, 95%), "
-                     f"{100 * diff / o['infill_acc']:+.0f}% relative: {verdict}")
+                     f"{100 * diff / o['infill_acc']:+.0f}% relative: {call}")
     return md + ['', 'At the last leg (one seed; the interval is over holes, not seeds): ' + '; '.join(gains) + '.']
 
 

@@ -3,7 +3,7 @@
 base = '../../recipe/shakespeare_char.py'
 out_dir = 'out/results/parcae/gpt'
 eval_interval = 100
-max_iters = 800
+max_iters = 600
 update_clipping = True
 adam_atan2 = True
 optimizer = 'adamw'

@@ -1,8 +1,8 @@
-# tools/results.py parcae: config/cpu_parcae.py at 800 iterations with the RDM's Adam (Parcae paper Q.1:
+# tools/results.py parcae: config/cpu_parcae.py at 600 iterations with the RDM's Adam (Parcae paper Q.1:
 # update clipping, no epsilon), the Parcae row of its Table 2 learning-rate sweep (results.py passes the rate).
 base = '../../cpu_parcae.py'
 out_dir = 'out/results/parcae/parcae'
 eval_interval = 100
-max_iters = 800
+max_iters = 600
 update_clipping = True
 adam_atan2 = True

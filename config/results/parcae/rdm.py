@@ -3,7 +3,7 @@
 base = '../../cpu_parcae.py'
 out_dir = 'out/results/parcae/rdm'
 eval_interval = 100
-max_iters = 800
+max_iters = 600
 update_clipping = True
 adam_atan2 = True
 injection = 'linear'
