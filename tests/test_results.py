@@ -82,6 +82,18 @@ def test_the_lt_fit_tells_the_four_forms_apart():
     assert fits['Z T^-z']['in'] > 1e-7     # no floor cannot follow a curve that saturates at 2.0
 
 
+def test_the_rate_grid_widens_until_its_best_lies_inside():
+    trained = []
+
+    def loss(lr):      # a bowl in log rate, lowest at 3.2e-2; a diverged run is NaN
+        trained.append(lr)
+        return math.nan if lr > 0.1 else (math.log(lr) - math.log(3.2e-2)) ** 2
+    lrs, best = results.bracket((4e-3, 8e-3, 1.6e-2), loss)
+    assert best == pytest.approx(3.2e-2) and lrs[-1] == pytest.approx(6.4e-2) and len(lrs) == 5
+    assert results.bracket((4e-3, 8e-3, 1.6e-2), lambda lr: math.nan if lr < 8e-3 else lr)[1] == 8e-3
+    assert len(results.bracket((1.0, 2.0), lambda lr: -lr)[0]) == 7     # it stops at 7 rates
+
+
 def test_verdicts_for_a_loss_and_an_accuracy():
     def row(xs):
         m, sd = results.mean_sd(xs)

@@ -391,6 +391,18 @@ def fit_forms(T, L, mu):
     return res
 
 
+def bracket(lrs, loss, most=7):
+    """A grid of rates widened by 2x at the edge where the lowest loss lies, until it lies inside (or the
+    grid has `most` rates); loss(lr) trains what it needs. Returns (the rates, the best)."""
+    lrs = sorted(lrs)
+    while True:
+        got = {lr: loss(lr) for lr in lrs}
+        best = min(lrs, key=lambda lr: got[lr] if math.isfinite(got[lr]) else math.inf)
+        if best not in (lrs[0], lrs[-1]) or len(lrs) >= most:
+            return lrs, best
+        lrs = sorted(lrs + [best / 2 if best == lrs[0] else best * 2])
+
+
 def verdict(ref, run, higher=False):
     """ref against run (rows with mean and sd over seeds): 'holds' where ref is better by more than two of
     the larger sd, 'tie' within them, 'run lower' (or higher) beyond them, 'one seed' where a side has no sd.
@@ -433,17 +445,16 @@ def parcae(seeds, iters):
             rows[name] = {'run': name, 'model': cfg['model'], 'seeds': ss, 'losses': losses, 'mean': m, 'sd': sd,
                           'seconds': sum(done[(name, s)][0] for s in ss)}
 
-    lrs = list(PARCAE_MUON_LRS)
-    run_all([(*muon_run('GPT 6L', 'Shakespeare', lr), 1337) for lr in lrs] +
+    run_all([(*muon_run('GPT 6L', 'Shakespeare', lr), 1337) for lr in PARCAE_MUON_LRS] +
             [(name, args, 1337) for name, args in spec['runs'].items()])
-    while True:   # the GPT's grid: widen at the edge its best lies on, until the best is inside
-        grid = {lr: rows[muon_run('GPT 6L', 'Shakespeare', lr)[0]]['mean'] for lr in lrs}
-        best = min(lrs, key=lambda lr: grid[lr] if math.isfinite(grid[lr]) else math.inf)
-        if best not in (lrs[0], lrs[-1]) or len(lrs) >= 7:
-            break
-        lr = best / 2 if best == lrs[0] else best * 2
-        lrs = sorted(lrs + [lr])
-        run_all([(*muon_run('GPT 6L', 'Shakespeare', lr), 1337)])
+
+    def gpt_loss(lr):
+        name, args = muon_run('GPT 6L', 'Shakespeare', lr)
+        if name not in rows:
+            run_all([(name, args, 1337)])
+        return rows[name]['mean']
+    lrs, best = bracket(PARCAE_MUON_LRS, gpt_loss)
+    grid = {lr: gpt_loss(lr) for lr in lrs}
     ss = seed_list(spec, None, seeds)
     slow = ('GPT 12L', 'Parcae', 'GPT 6L', 'Parcae mu=1')     # the longest first: two run at once
     depth = {st: [muon_run(m, st, best)[0] for m in spec['depth']] for st in spec['settings']}
