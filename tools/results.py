@@ -11,7 +11,7 @@ tables) and results/<paper>.png (the curves).
     python prepare_data.py synthetic             # the battery (offline)
     python -m tools.results textnca     # ~80 min: schedules, SWin-TF-Staged/6L, Transformer-6L, Ts sweep, Eq. 1
     python -m tools.results parcae      # ~25 min: Parcae vs RDM vs GPT over learning rates, num_recur sweep
-    python -m tools.results workspace   # ~30 min: Table 3's six rows, seeds 11/23/37, bits per byte
+    python -m tools.results workspace   # ~55 min: Table 3's six rows, seeds 11/23/37, bits per byte
     python -m tools.results fon         # ~90 min: FON vs Mamba2 vs Transformers, the tied head, length
                                         # extrapolation, Table 5's PC/OD/AR infill arms
     python -m tools.results battery     # ~10 min: Table 8 with a BERT-style encoder, far future tasks
