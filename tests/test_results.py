@@ -169,6 +169,11 @@ def test_a_missing_dataset_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as e:
         results.main(['workspace'])
     assert str(e.value).startswith('no data/shakespeare_byte: run python prepare_data.py shakespeare --tokenizer byte')
+    os.makedirs(tmp_path / 'data' / 'shakespeare_char')
+    (tmp_path / 'data' / 'shakespeare_char' / 'train.bin').write_bytes(b'')
+    with pytest.raises(SystemExit) as e:     # parcae's battery setting needs the battery too
+        results.main(['parcae'])
+    assert str(e.value) == 'no data/synthetic: run python prepare_data.py synthetic first'
 
 
 def test_textnca_controls_and_the_receptive_field_of_the_schedule_runs():

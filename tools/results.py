@@ -10,7 +10,8 @@ tables) and results/<paper>.png (the curves).
     python prepare_data.py shakespeare --tokenizer byte   # the workspace's bytes (offline: the same --input)
     python prepare_data.py synthetic             # the battery (offline)
     python -m tools.results textnca     # ~80 min: schedules, SWin-TF-Staged/6L, Transformer-6L, Ts sweep, Eq. 1
-    python -m tools.results parcae      # ~25 min: Parcae vs RDM vs GPT over learning rates, num_recur sweep
+    python -m tools.results parcae      # ~70 min: Table 2 with the base RDM; Parcae vs GPT 6L/12L and mu=1 on
+                                        # Table 21's recipe, on characters and the battery; L(T) forms
     python -m tools.results workspace   # ~55 min: Table 3's six rows, seeds 11/23/37, bits per byte
     python -m tools.results fon         # ~90 min: FON vs Mamba2 vs Transformers, the tied head, length
                                         # extrapolation, Table 5's PC/OD/AR infill arms
@@ -86,6 +87,7 @@ PAPERS = {
         'depth': {'GPT 6L': 'gpt', 'GPT 12L': 'gpt_12l', 'Parcae': 'parcae', 'Parcae mu=1': 'parcae_mu1'},
         'settings': {'Shakespeare': [CFG + 'parcae/muon.py'],
                      'battery': [CFG + 'parcae/muon.py', CFG + 'parcae/battery.py']},
+        'also': [('synthetic', 'synthetic')],     # the battery setting's data
         'mu': 4,     # Parcae's mean_recurrence (cpu_parcae.py)
         'sweep': 'num_recur=1..12',
     },
@@ -968,10 +970,11 @@ def main(argv):
     for k in ('seeds', 'iters'):
         if k in opts and not (opts[k].isdigit() and int(opts[k]) >= (k == 'seeds')):
             sys.exit(f"error: --{k} must be a whole number{' >= 1' if k == 'seeds' else ''}, got {opts[k]!r}")
-    dataset, prepare = PAPERS[paper].get('dataset', ('shakespeare_char', 'shakespeare_char'))
-    if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):
-        sys.exit(f"no data/{dataset}: run python prepare_data.py {prepare} first "
-                 f"(offline: add --input path/to/input.txt)")
+    for dataset, prepare in [PAPERS[paper].get('dataset', ('shakespeare_char', 'shakespeare_char'))] + \
+            PAPERS[paper].get('also', []):
+        if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):
+            sys.exit(f"no data/{dataset}: run python prepare_data.py {prepare} first"
+                     + ('' if dataset == 'synthetic' else ' (offline: add --input path/to/input.txt)'))
     global ITERS
     seeds, ITERS = int(opts.get('seeds', PAPERS[paper]['seeds'])), int(opts.get('iters', 0))
     try:
