@@ -69,6 +69,8 @@ def test_parcae_depth_runs_share_table_21s_recipe_and_their_controls_are_matched
         assert sizes['GPT 6L'][1] < sizes['Parcae'][1] < sizes['GPT 12L'][1]
         mu1 = cfg['Parcae mu=1']
         assert (mu1['mean_recurrence'], mu1['mean_backprop_depth'], mu1['depth_sampling']) == (1, 1, 'fixed')
+        assert {k for k in {**mu1, **cfg['Parcae']} if mu1.get(k) != cfg['Parcae'].get(k)} == \
+            {'mean_recurrence', 'mean_backprop_depth', 'depth_sampling'}     # out_dir: the recipe's
 
 
 def test_the_lt_fit_tells_the_four_forms_apart():
