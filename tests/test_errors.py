@@ -320,9 +320,12 @@ def one_line(p, msg, code=None):
 
 def start_train(d, *args):
     import subprocess
+    import signal
     cmd = [sys.executable, 'train.py', f'--data_dir={d}/data', *TINY, *args]
+    # SIGINT as a terminal delivers it, even where the suite runs in the background (which ignores it)
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'})
+                            env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def interrupt_when(p, words):
