@@ -418,7 +418,7 @@ def verdict(ref, run, higher=False):
 def parcae(seeds, iters):
     """Table 2 (one seed per Adam rate), then Section 5.1's comparison on its recipe: the GPT's Muon rates
     widened until its best is inside, and at that rate the GPT 6L (parameter-matched), the GPT 12L (the
-    depth ceiling, about Parcae's FLOPs), Parcae and Parcae at fixed depth 1, each over seeds, on tiny
+    depth ceiling: Parcae's 12 block applications a forward), Parcae and Parcae at fixed depth 1, each over seeds, on tiny
     Shakespeare and on the synthetic battery; Parcae's test-time depth and Table 12's four L(T) forms."""
     spec = PAPERS['parcae']
     done, rows = {}, {}
@@ -464,7 +464,6 @@ def parcae(seeds, iters):
         rows.pop(name, None)       # the grid's run of that rate is its first seed
     run_all([(*muon_run(m, st, best), s) for m in slow for st in spec['settings'] for s in ss])
 
-    # each setting: the metric, the rows and curves of its four models
     from battery import FUTURE
     six = {}     # the battery runs' exact match pooled over Table 8's six (the prompt holds the answer's evidence)
     for name in depth['battery']:
@@ -485,6 +484,8 @@ def parcae(seeds, iters):
         axs[0, 0].plot(*zip(*pts), 'o-', color=f'C{i}', label=fam)
     axs[0, 0].set(title="Table 2 recipe (RDM's Adam): val loss\n(whole stream) vs peak rate, seed 1337",
                   xscale='log', xlabel='learning rate', ylabel='nats / char')
+    axs[0, 0].set_xticks(PARCAE_ADAM_LRS, [f'{lr:g}' for lr in PARCAE_ADAM_LRS])
+    axs[0, 0].minorticks_off()
     for j, lr in enumerate(PARCAE_ADAM_LRS):
         for (fam, _), ls in zip(STABILITY[:3], ('-', '--', ':')):
             log = [r for r in read_log(run_dir('parcae', f'{fam}, Adam lr {lr:g}', 1337)) if r.get('kind') == 'train']
@@ -504,6 +505,8 @@ def parcae(seeds, iters):
         axs[0, 3].plot([best * 1.04 ** i] * len(r['losses']), r['losses'], 'x', color=f'C{4 + i}', label=f'{m}, seeds')
     axs[0, 3].set(title='Table 21 recipe (Muon), tiny Shakespeare:\nval loss vs rate', xscale='log',
                   xlabel='learning rate', ylabel='nats / char')
+    axs[0, 3].set_xticks(lrs, [f'{lr:g}' for lr in lrs])
+    axs[0, 3].minorticks_off()
     for k, st in enumerate(spec['settings']):
         ax = axs[1, k]
         for i, name in enumerate(depth[st]):
