@@ -252,7 +252,7 @@ def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
     # FON PC, a causal GPT, a GPT trained causal=False (the BERT-style encoder, holed from its first step) and
     # Mamba2, each config/fon/fon_cpu_battery.py's d 64, L 2 model, each fine-tuned as fon_cpu_battery_ft.py does
     spec = results.PAPERS['battery']
-    assert list(results.PAPERS)[-1] == 'battery' and spec['dataset'] == ('synthetic', 'synthetic')
+    assert list(results.PAPERS)[-1] == 'battery' and spec['datasets'] == [('synthetic', 'synthetic')]
     assert spec['seeds'] == 1 and set(spec['finetune']) == {f'{name} + holes' for name in spec['runs']}
     ft = models.resolve_config(['config/fon/fon_cpu_battery_ft.py'])
     for name, args in spec['runs'].items():

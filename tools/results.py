@@ -87,7 +87,7 @@ PAPERS = {
         'depth': {'GPT 6L': 'gpt', 'GPT 12L': 'gpt_12l', 'Parcae': 'parcae', 'Parcae mu=1': 'parcae_mu1'},
         'settings': {'Shakespeare': [CFG + 'parcae/muon.py'],
                      'battery': [CFG + 'parcae/muon.py', CFG + 'parcae/battery.py']},
-        'also': [('synthetic', 'synthetic')],     # the battery setting's data
+        'datasets': [('shakespeare_char', 'shakespeare_char'), ('synthetic', 'synthetic')],   # both settings'
         'mu': 4,     # Parcae's mean_recurrence (cpu_parcae.py)
         'sweep': 'num_recur=1..12',
     },
@@ -98,7 +98,7 @@ PAPERS = {
         'seeds': 3,
         'seed_labels': (11, 23, 37),   # the paper's
         'data': 'Tiny Shakespeare bytes (257 symbols, non-overlapping blocks without replacement)',
-        'dataset': ('shakespeare_byte', 'shakespeare --tokenizer byte'),
+        'datasets': [('shakespeare_byte', 'shakespeare --tokenizer byte')],
         'metric': 'bits per byte',
         'runs': {   # Table 3's six rows in its order
             'GPT 4L': [CFG + 'workspace/gpt.py'],
@@ -142,7 +142,7 @@ PAPERS = {
                  'fill ceiling; on future-dependent tasks a causal reader is at chance',
         'seeds': 1,
         'data': 'The synthetic skill battery (battery.py: 16 tasks, characters, block 96; its val stream)',
-        'dataset': ('synthetic', 'synthetic'),
+        'datasets': [('synthetic', 'synthetic')],
         'metric': 'val loss (the bidirectional GPT: at the answer holes)',
         'runs': {   # d 64, L 2 each (config/fon/fon_cpu_battery.py), pretrained 400 iterations
             'FON PC': [CFG + 'battery/fon.py'],
@@ -418,8 +418,9 @@ def verdict(ref, run, higher=False):
 def parcae(seeds, iters):
     """Table 2 (one seed per Adam rate), then Section 5.1's comparison on its recipe: the GPT's Muon rates
     widened until its best is inside, and at that rate the GPT 6L (parameter-matched), the GPT 12L (the
-    depth ceiling: Parcae's 12 block applications a forward), Parcae and Parcae at fixed depth 1, each over seeds, on tiny
-    Shakespeare and on the synthetic battery; Parcae's test-time depth and Table 12's four L(T) forms."""
+    depth ceiling: Parcae's 12 block applications a forward), Parcae and Parcae at fixed depth 1, each over
+    seeds, on tiny Shakespeare and on the synthetic battery; Parcae's test-time depth and Table 12's four
+    L(T) forms."""
     spec = PAPERS['parcae']
     done, rows = {}, {}
 
@@ -439,8 +440,8 @@ def parcae(seeds, iters):
     def run_all(jobs):   # (name, args, seed) each; JOBS at once, one thread each
         with ThreadPoolExecutor(JOBS) as pool:
             done.update(zip([(n, s) for n, _, s in jobs], pool.map(job, jobs)))
-        for name in dict.fromkeys(n for n, _, _ in jobs):
-            ss = [s for n, _, s in jobs if n == name] if name not in rows else rows[name]['seeds']
+        for name in dict.fromkeys(n for n, _, _ in jobs):   # a row over every seed of the run trained so far
+            ss = sorted(s for n, s in done if n == name)
             losses = [done[(name, s)][2] for s in ss]
             m, sd = mean_sd(losses)
             cfg = json.load(open(os.path.join(run_dir('parcae', name, ss[0]), 'config.json')))
@@ -460,8 +461,6 @@ def parcae(seeds, iters):
     ss = seed_list(spec, None, seeds)
     slow = ('GPT 12L', 'Parcae', 'GPT 6L', 'Parcae mu=1')     # the longest first: two run at once
     depth = {st: [muon_run(m, st, best)[0] for m in spec['depth']] for st in spec['settings']}
-    for name in depth['Shakespeare']:
-        rows.pop(name, None)       # the grid's run of that rate is its first seed
     run_all([(*muon_run(m, st, best), s) for m in slow for st in spec['settings'] for s in ss])
 
     from battery import FUTURE
@@ -973,8 +972,7 @@ def main(argv):
     for k in ('seeds', 'iters'):
         if k in opts and not (opts[k].isdigit() and int(opts[k]) >= (k == 'seeds')):
             sys.exit(f"error: --{k} must be a whole number{' >= 1' if k == 'seeds' else ''}, got {opts[k]!r}")
-    for dataset, prepare in [PAPERS[paper].get('dataset', ('shakespeare_char', 'shakespeare_char'))] + \
-            PAPERS[paper].get('also', []):
+    for dataset, prepare in PAPERS[paper].get('datasets', [('shakespeare_char', 'shakespeare_char')]):
         if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):
             sys.exit(f"no data/{dataset}: run python prepare_data.py {prepare} first"
                      + ('' if dataset == 'synthetic' else ' (offline: add --input path/to/input.txt)'))
