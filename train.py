@@ -246,7 +246,11 @@ def print_sizes(cfg):
     if split_batch(cfg, world) is None:
         raise ConfigError(split_hint(cfg, world))
     micro_batch, accum = split_batch(cfg, world)
-    mem = estimate_memory(cfg, micro_batch, accum)
+    try:
+        mem = estimate_memory(cfg, micro_batch, accum)
+    except (RuntimeError, NotImplementedError) as e:   # an op the meta device cannot run (a value read back)
+        return print(f"peak training memory: not estimated: the meta device cannot run this step "
+                     f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else 'no detail'})")
     gb = lambda b: f"{b / 2 ** 30:.2f} GB"   # noqa: E731 (GiB, as peak_mem_gb in log.jsonl)
     kept = {'AdamW': '2 fp32 states per parameter', 'StableAdamW': '2 fp32 states per parameter',
             'Muon': '1 momentum per matrix', 'ParcaeMuon': '1 momentum per matrix + 1 second moment per row or column'}
