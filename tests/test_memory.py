@@ -33,7 +33,7 @@ def real_step(cfg, accum, autocast=None):
 
     def step():
         for _ in range(accum):
-            x = torch.randint(0, cfg['vocab_size'], (B, T))
+            x = torch.randint(0, cfg['vocab_size'], (B, cfg['block_size']))
             with autocast or torch.autocast('cpu', enabled=False):
                 loss = model(x, x, **kw)[1] / accum
             loss.backward()
@@ -53,10 +53,11 @@ def step_bytes(est):
     return est['total'] - est['weights'] - est['optimizer']
 
 
-# the issue asks for 25%; every model measured within 6% in fp32 (three exactly) when this was written
+# the issue asks for 25%; every model measured within 6% in fp32 (three exactly) when this was written.
+# GPT at 256 tokens: there the T x T weights of unfused attention would double the step's bytes
 @pytest.mark.parametrize('name', list(models.MODELS))
 def test_estimate_matches_the_profiled_step(name):
-    cfg = tiny(name)
+    cfg = tiny(name, **({'block_size': 256} if name == 'gpt' else {}))
     est = models.estimate_memory(cfg, B, 1, device_type='cpu')
     model, opts, measured = real_step(cfg, 1)
     assert est['weights'] == models.storage_bytes(list(model.parameters()) + list(model.buffers()))
@@ -126,3 +127,14 @@ def test_dry_run_prints_the_parts_and_the_verdict(shape, verdict, tmp_path, caps
     assert p['optimizer states'] == pytest.approx(2 * p['weights'], abs=0.01)   # AdamW: two fp32 states
     assert f'fits on a 40 GB / 80 GB GPU: {verdict}' in out, out
     assert 'bfloat16 autocast' in out and 'with torch.compile: not estimated' in out
+
+
+def test_dry_run_says_when_the_meta_device_cannot_run_the_step(tmp_path, capsys, monkeypatch):
+    def cannot(*a, **k):
+        raise NotImplementedError("Cannot copy out of meta tensor; no data!")
+    monkeypatch.setitem(train_script().print_sizes.__globals__, 'estimate_memory', cannot)
+    train_script().main(['--dry_run=True', '--vocab_size=64', f'--data_dir={tmp_path}'])
+    out = capsys.readouterr().out
+    assert 'parameters: ' in out
+    assert out.splitlines()[-1] == ('peak training memory: not estimated: the meta device cannot run this step '
+                                    '(NotImplementedError: Cannot copy out of meta tensor; no data!)')
