@@ -506,6 +506,8 @@ def estimate_memory(cfg, micro_batch, accum, device_type='cuda'):
     kw = deepest_knobs(model, cfg)
     if cfg['p_fill'] > 0 and 'holes' in knob_names(model):
         kw['holes'] = torch.zeros(micro_batch, cfg['block_size'], dtype=torch.bool, device='meta')
+    if not cfg['causal']:   # train.py's BERT-style step
+        kw = {'causal': False}
     mem, saved = _Allocations(), None
     with mem:
         for _ in range(min(accum, 2)):   # a second micro-step runs with every gradient held

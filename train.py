@@ -264,6 +264,8 @@ def print_sizes(cfg):
     print(f"  activations: {gb(mem['activations'])} (held at the peak, in the {mem['phase']}; "
           f"{gb(mem['saved'])} kept by the forward for backward)")
     print(f"  total: {gb(mem['total'])} (weights + optimizer states + activations + gradients held at the peak)")
+    print(f"  under torchrun: + {gb(mem['gradients'])} for DDP's gradient buckets (a copy of the gradients), "
+          f"{gb(mem['total'] + mem['gradients'])} per GPU")
     print("  with torch.compile: not estimated: inductor decides when compiling which activations to keep "
           "and which to recompute in backward, and fuses elementwise ops, so its peak is usually below eager's")
     fits = ['yes' if mem['total'] <= 0.9 * cap * 2 ** 30 else 'no' for cap in (40, 80)]
