@@ -364,8 +364,8 @@ class _FusedAttention(torch.autograd.Function):
 
 class _MetaRun(torch.overrides.TorchFunctionMode):
     """A forward on the meta device as a GPU runs it: CUDA autocast's casts at `dtype` (None: off;
-    a parameter is cast once per forward where grad is on, as autocast caches it) and fused attention. The model's
-    own torch.autocast(device, enabled=False) regions turn the casts off."""
+    a parameter is cast once per forward where grad is on, as autocast caches it) and fused
+    attention. The model's own torch.autocast(device, enabled=False) regions turn the casts off."""
 
     def __init__(self, dtype):
         super().__init__()
@@ -501,8 +501,9 @@ def estimate_memory(cfg, micro_batch, accum, device_type='cuda'):
     for opt in opts:
         opt.step()
         opt.zero_grad(set_to_none=True)
-    states = [t for opt in opts for s in opt.state.values() for t in s.values()
-              if isinstance(t, torch.Tensor) and t.device.type == 'meta']
+    states = {type(opt).__name__: storage_bytes([t for s in opt.state.values() for t in s.values()
+                                                 if isinstance(t, torch.Tensor) and t.device.type == 'meta'])
+              for opt in opts}   # a step count on the CPU is no GPU memory
     kw = deepest_knobs(model, cfg)
     if cfg['p_fill'] > 0 and 'holes' in knob_names(model):
         kw['holes'] = torch.zeros(micro_batch, cfg['block_size'], dtype=torch.bool, device='meta')
@@ -529,11 +530,8 @@ def estimate_memory(cfg, micro_batch, accum, device_type='cuda'):
             opt.zero_grad(set_to_none=True)
     grads_at_peak = sum(b for s, b in grads.items() if s in mem.at_peak)
     out = {'weights': storage_bytes(list(model.parameters()) + list(model.buffers())),
-           'gradients': sum(grads.values()), 'optimizer': storage_bytes(states), 'grads_at_peak': grads_at_peak,
-           'activations': mem.peak - grads_at_peak, 'saved': saved, 'phase': mem.peak_phase,
-           'optimizers': {type(opt).__name__: storage_bytes([t for s in opt.state.values() for t in s.values()
-                                                             if isinstance(t, torch.Tensor) and t.device.type == 'meta'])
-                          for opt in opts},
-           'dtype': dtype or torch.float32}
+           'gradients': sum(grads.values()), 'optimizer': sum(states.values()), 'optimizers': states,
+           'grads_at_peak': grads_at_peak, 'activations': mem.peak - grads_at_peak, 'saved': saved,
+           'phase': mem.peak_phase, 'dtype': dtype or torch.float32}
     out['total'] = out['weights'] + out['optimizer'] + mem.peak
     return out
