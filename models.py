@@ -10,9 +10,11 @@ import json
 import os
 import shutil
 import time
+import weakref
 from contextlib import nullcontext
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from configurator import ConfigError, check, parse_args, train_defaults
 from parcae import ParcaeMuon, StableAdamW
@@ -321,3 +323,215 @@ def configure_optimizers(model, cfg, device_type):
         else:
             opts.append(torch.optim.Muon(muon, **kw))
     return opts
+
+
+# ----------------------------------------------------------------------------- memory
+# CUDA autocast's op lists (ATen's autocast_mode.h), by the name a Python call carries: the meta
+# device runs no autocast, so the estimate applies its casts itself
+AUTOCAST_LOWER = {'linear', 'matmul', '__matmul__', '__rmatmul__', 'mm', 'mv', 'bmm', 'baddbmm', 'addmm', 'addbmm', 'addmv',
+                  'addr', 'einsum', 'vecdot', 'chain_matmul', 'multi_dot', 'prelu', 'conv1d', 'conv2d', 'conv3d',
+                  'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'scaled_dot_product_attention'}
+AUTOCAST_FP32 = {'acos', 'asin', 'cosh', 'sinh', 'tan', 'erfinv', 'exp', 'expm1', 'log', 'log10', 'log2', 'log1p',
+                 'reciprocal', 'rsqrt', 'pow', '__pow__', '__rpow__', '__rtruediv__', '__rdiv__', 'softplus',
+                 'layer_norm', 'group_norm', 'nuclear_norm', 'normalize', 'cosine_similarity', 'cross_entropy',
+                 'nll_loss', 'poisson_nll_loss', 'cosine_embedding_loss', 'hinge_embedding_loss', 'kl_div', 'l1_loss',
+                 'smooth_l1_loss', 'huber_loss', 'mse_loss', 'margin_ranking_loss', 'multilabel_margin_loss',
+                 'soft_margin_loss', 'triplet_margin_loss', 'multi_margin_loss', 'binary_cross_entropy_with_logits',
+                 'dist', 'pdist', 'cdist', 'renorm', 'logsumexp'}
+AUTOCAST_FP32_DTYPE = {'prod', 'softmax', 'log_softmax', 'cumprod', 'cumsum', 'vector_norm', 'matrix_norm', 'sum',
+                       'norm'}   # these compute in fp32 from the input as it is (dtype=float32), no fp32 copy
+AUTOCAST_PROMOTE = {'addcdiv', 'addcmul', 'atan2', 'bilinear', 'cross', 'dot', 'vdot', 'grid_sample', 'index_put',
+                    'tensordot', 'scatter_add'}
+
+
+class _FusedAttention(torch.autograd.Function):
+    """The memory of a fused attention kernel (flash or memory-efficient, as the CPU and CUDA run
+    scaled_dot_product_attention): it keeps q, k, v, the output and one fp32 log-sum-exp per query
+    for backward, never the T x T weights that the meta device's math fallback would keep."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask):
+        out = q.new_empty(q.shape[:-1] + v.shape[-1:])
+        ctx.save_for_backward(q, k, v, out, q.new_empty(q.shape[:-1], dtype=torch.float32),
+                              *([] if mask is None else [mask]))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v = ctx.saved_tensors[:3]
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), None
+
+
+class _MetaRun(torch.overrides.TorchFunctionMode):
+    """A forward on the meta device as a GPU runs it: CUDA autocast's casts at `dtype` (None: off;
+    a parameter is cast once per forward where grad is on, as autocast caches it) and fused
+    attention. The model's own torch.autocast(device, enabled=False) regions turn the casts off."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.dtype, self.on, self.cache = dtype, dtype is not None, {}
+
+    def cast(self, t, dtype):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.dtype in (dtype, torch.float64):
+            return t
+        if isinstance(t, torch.nn.Parameter) and t.requires_grad and torch.is_grad_enabled() and dtype == self.dtype:
+            if id(t) not in self.cache:
+                self.cache[id(t)] = t.to(dtype)
+            return self.cache[id(t)]
+        return t.to(dtype)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, '__name__', '')
+        to = None
+        if self.on and 'dtype' not in kwargs and 'out' not in kwargs:
+            floats = {t.dtype for t in torch.utils._pytree.tree_leaves((args, kwargs))
+                      if isinstance(t, torch.Tensor) and t.is_floating_point()}
+            if name in AUTOCAST_LOWER:
+                to = self.dtype
+            elif name in AUTOCAST_FP32 or (name in AUTOCAST_PROMOTE and torch.float32 in floats):
+                to = torch.float32
+            elif name in AUTOCAST_FP32_DTYPE and floats & {torch.bfloat16, torch.float16}:
+                kwargs = {**kwargs, 'dtype': torch.float32}
+        if to is not None:
+            args, kwargs = torch.utils._pytree.tree_map(lambda t: self.cast(t, to), (args, kwargs))
+        if name == 'scaled_dot_product_attention':
+            q, k, v = args[:3]
+            return _FusedAttention.apply(q, k, v, kwargs.get('attn_mask', args[3] if len(args) > 3 else None))
+        return func(*args, **kwargs)
+
+    def autocast(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        """torch.autocast for the model's code while this runs: on the meta device, a region of
+        this emulation; elsewhere torch's own."""
+        if device_type != 'meta':
+            return self._torch_autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        run = self
+
+        class Region:
+            def __enter__(self):
+                self.prev = run.on, run.dtype
+                run.on, run.dtype = enabled and run.dtype is not None, dtype or run.dtype
+
+            def __exit__(self, *exc):
+                run.on, run.dtype = self.prev
+        return Region()
+
+    def __enter__(self):
+        self._torch_autocast, torch.autocast = torch.autocast, self.autocast
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        torch.autocast = self._torch_autocast
+        return super().__exit__(*exc)
+
+
+class _Allocations(TorchDispatchMode):
+    """The bytes the meta device's storages would hold as the ops run: a storage counts from the op
+    that makes it until it is freed (a caching allocator's 'allocated'); the peak, the phase it
+    came in, and the storages live then."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = {}   # storage key -> (bytes, serial: the key of a freed storage may come back)
+        self.now, self.peak, self.serials, self.phase, self.peak_phase, self.at_peak = 0, 0, 0, '', '', set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage()._cdata for t in torch.utils._pytree.tree_leaves((args, kwargs))
+                  if isinstance(t, torch.Tensor) and t.device.type == 'meta'}
+        for t in torch.utils._pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.device.type == 'meta':
+                st = t.untyped_storage()
+                key = st._cdata
+                if key not in self.live and key not in inputs:   # a new storage, not an in-place op's or a view's
+                    self.serials += 1
+                    self.live[key] = (st.nbytes(), self.serials)
+                    self.now += st.nbytes()
+                    weakref.finalize(st, self.free, key)
+        if self.now > self.peak:
+            self.peak, self.peak_phase, self.at_peak = self.now, self.phase, {s for _, s in self.live.values()}
+        return out
+
+    def free(self, key):
+        self.now -= self.live.pop(key)[0]
+
+    def held(self, tensors):
+        """{serial: bytes} of the storages under these tensors that this run made."""
+        return dict(self.live[k][::-1] for k in {t.untyped_storage()._cdata for t in tensors} if k in self.live)
+
+
+def storage_bytes(tensors):
+    """The bytes of the distinct storages under some tensors (a view or a tied weight counted once)."""
+    seen = {}
+    for t in tensors:
+        seen[t.untyped_storage()._cdata] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+def deepest_knobs(model, cfg):
+    """The forward knobs of a training step at its deepest: Parcae's sampled depth at its clip,
+    TextNCA's largest sampled Ts, FON's hole stream running when hole fine-tuning is on."""
+    knobs = knob_names(model)
+    c = getattr(model, 'config', None)
+    kw = {}
+    if 'num_recur' in knobs:
+        kw['num_recur'] = c.max_recurrence
+    if 'Ts' in knobs and getattr(c, 'stochastic_Ts', ()):
+        kw['Ts'] = max(c.stochastic_Ts)
+    return kw
+
+
+def estimate_memory(cfg, micro_batch, accum, device_type='cuda'):
+    """The peak bytes of one training step (the second: the optimizer holds its states), in eager
+    mode, at micro_batch sequences of block_size and cfg's dtype (autocast for bf16/fp16, weights in
+    fp32), found by running it on the meta device: every allocation and free as the ops make them.
+    device_type 'cuda': AdamW fused (no step temporaries), dtype 'auto' bf16. The parts at the peak:
+    weights, gradients (all; and the part live at the peak), optimizer states, activations (all
+    else live then: what forward keeps for backward and backward's temporaries)."""
+    cfg = {**train_defaults(), **cfg}
+    dtype = {'float32': None, 'bfloat16': torch.bfloat16, 'float16': torch.float16,
+             'auto': torch.bfloat16 if device_type == 'cuda' else None}[cfg['dtype']]
+    with torch.device('meta'):
+        model = build_model(cfg['model'], cfg)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opts = configure_optimizers(model, cfg, 'cpu')   # the eager step: no fused kernel runs on the meta device
+    for p in params:   # a first step makes the optimizer's states
+        p.grad = torch.zeros_like(p)
+    for opt in opts:
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    states = {type(opt).__name__: storage_bytes([t for s in opt.state.values() for t in s.values()
+                                                 if isinstance(t, torch.Tensor) and t.device.type == 'meta'])
+              for opt in opts}   # a step count on the CPU is no GPU memory
+    kw = deepest_knobs(model, cfg)
+    if cfg['p_fill'] > 0 and 'holes' in knob_names(model):
+        kw['holes'] = torch.zeros(micro_batch, cfg['block_size'], dtype=torch.bool, device='meta')
+    if not cfg['causal']:   # train.py's BERT-style step
+        kw = {'causal': False}
+    mem, saved = _Allocations(), None
+    with mem:
+        for _ in range(min(accum, 2)):   # a second micro-step runs with every gradient held
+            x = torch.randint(0, cfg['vocab_size'], (micro_batch, cfg['block_size']), device='meta')
+            mem.phase = 'forward'
+            with _MetaRun(dtype):
+                loss = model(x, x, **kw)[1] / accum
+            saved = mem.now if saved is None else saved
+            mem.phase = 'backward'
+            loss.backward()
+            del loss, x
+        grads = mem.held([p.grad for p in params if p.grad is not None])
+        mem.phase = 'optimizer step'
+        if cfg['grad_clip'] > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg['grad_clip'])
+        for opt in opts:
+            if not (device_type == 'cuda' and type(opt) is torch.optim.AdamW):
+                opt.step()
+            opt.zero_grad(set_to_none=True)
+    grads_at_peak = sum(b for s, b in grads.items() if s in mem.at_peak)
+    out = {'weights': storage_bytes(list(model.parameters()) + list(model.buffers())),
+           'gradients': sum(grads.values()), 'optimizer': sum(states.values()), 'optimizers': states,
+           'grads_at_peak': grads_at_peak, 'activations': mem.peak - grads_at_peak, 'saved': saved,
+           'phase': mem.peak_phase, 'dtype': dtype or torch.float32}
+    out['total'] = out['weights'] + out['optimizer'] + mem.peak
+    return out

@@ -4,7 +4,7 @@ The one trainer, for every model in the repo; read it top to bottom.
     python train.py                                     # small GPT on the offline synthetic battery
     python train.py config/parcae_140m.py --batch_size=16
     torchrun --standalone --nproc_per_node=8 train.py config/parcae_140m.py
-    python train.py config/parcae_140m.py --dry_run=True  # parameters and FLOPs, no memory
+    python train.py config/parcae_140m.py --dry_run=True  # parameters, FLOPs, will it fit on a GPU?
 
 A config file is plain Python assignments to the keys below or to fields of the chosen model's
 config dataclass. One iteration sees batch_size * gradient_accumulation_steps sequences of
@@ -32,7 +32,7 @@ import torch
 from configurator import (ConfigError, check_settings, check_tokens, dataset_vocab, fail, prepare_hint, read_meta,
                           split_batch, split_hint)
 from fon import make_holes
-from models import (build_model, check_device, configure_optimizers, knob_names, load_weights, model_classes,
+from models import (build_model, check_device, configure_optimizers, estimate_memory, knob_names, load_weights, model_classes,
                     model_fields, peak_flops, read_checkpoint, resolve_config, resolve_device, save_checkpoint,
                     spec_peak_flops, use_tf32)
 
@@ -46,7 +46,7 @@ eval_only = False
 always_save_checkpoint = True
 init_from = 'scratch'        # 'scratch' | 'resume' (from out_dir) | a directory whose ckpt.pt gives the weights
 overwrite = False            # a new run (init_from not 'resume') may replace out_dir's ckpt.pt and log.jsonl
-dry_run = False              # build on the meta device, print parameters and flops_per_token, exit
+dry_run = False              # build on the meta device, print parameters, flops_per_token and peak memory, exit
 seed = 1337
 # data
 data_dir = 'data'
@@ -234,13 +234,42 @@ def cpu_threads():
 
 
 def print_sizes(cfg):
-    """Parameters and FLOPs of a config, built on the meta device: no data, no memory."""
+    """Parameters, FLOPs and the peak training memory of a config on one GPU, built and run on the
+    meta device: no data, no memory."""
     cfg['vocab_size'] = dataset_vocab(cfg, read_meta(cfg))[0]
     with torch.device('meta'):
         m = build_model(cfg['model'], cfg)
     print(f"model: {cfg['model']}")
     print(f"parameters: {m.num_params()}")
     print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
+    world = int(os.environ.get('WORLD_SIZE', 1))
+    if split_batch(cfg, world) is None:
+        raise ConfigError(split_hint(cfg, world))
+    micro_batch, accum = split_batch(cfg, world)
+    try:
+        mem = estimate_memory(cfg, micro_batch, accum)
+    except (RuntimeError, NotImplementedError) as e:   # an op the meta device cannot run (a value read back)
+        return print(f"peak training memory: not estimated: the meta device cannot run this step "
+                     f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else 'no detail'})")
+    gb = lambda b: f"{b / 2 ** 30:.2f} GB"   # noqa: E731 (GiB, as peak_mem_gb in log.jsonl)
+    kept = {'AdamW': '2 fp32 states per parameter', 'StableAdamW': '2 fp32 states per parameter',
+            'Muon': '1 momentum per matrix', 'ParcaeMuon': '1 momentum per matrix + 1 second moment per row or column'}
+    opt = '; '.join(f"{k} {gb(v)}: {kept.get(k, 'its states')}" for k, v in mem['optimizers'].items())
+    print(f"peak training memory per GPU (estimated: one step run on the meta device, eager, "
+          f"{str(mem['dtype'])[6:]}{' autocast' if mem['dtype'] != torch.float32 else ''}, "
+          f"micro-batch {micro_batch} x {cfg['block_size']} tokens, {accum} micro-step(s), world {world}):")
+    print(f"  weights: {gb(mem['weights'])} (fp32)")
+    print(f"  gradients: {gb(mem['gradients'])} (fp32; {gb(mem['grads_at_peak'])} of them held at the peak)")
+    print(f"  optimizer states: {gb(mem['optimizer'])} ({opt})")
+    print(f"  activations: {gb(mem['activations'])} (held at the peak, in the {mem['phase']}; "
+          f"{gb(mem['saved'])} kept by the forward for backward)")
+    print(f"  total: {gb(mem['total'])} (weights + optimizer states + activations + gradients held at the peak)")
+    print(f"  under torchrun: + {gb(mem['gradients'])} for DDP's gradient buckets (a copy of the gradients), "
+          f"{gb(mem['total'] + mem['gradients'])} per GPU")
+    print("  with torch.compile: not estimated: inductor decides when compiling which activations to keep "
+          "and which to recompute in backward, and fuses elementwise ops, so its peak is usually below eager's")
+    fits = ['yes' if mem['total'] <= 0.9 * cap * 2 ** 30 else 'no' for cap in (40, 80)]
+    print(f"fits on a 40 GB / 80 GB GPU: {fits[0]} / {fits[1]} (keeping 10% for the CUDA context and the allocator)")
 
 
 # ----------------------------------------------------------------------------- data
