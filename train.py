@@ -113,7 +113,7 @@ DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isin
 # rest keep the checkpoint's value unless given.
 RUN_KEYS = ('out_dir', 'init_from', 'overwrite', 'eval_only', 'dry_run')
 CONTINUE_KEYS = RUN_KEYS + ('max_iters', 'eval_interval', 'log_interval', 'eval_iters', 'always_save_checkpoint',
-                            'data_dir', 'device', 'dtype', 'compile', 'tf32')
+                            'data_dir', 'device', 'dtype', 'compile', 'tf32', 'wandb_log', 'wandb_project', 'wandb_run_name')
 
 
 def prepare_out_dir(cfg, given):

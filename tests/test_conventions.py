@@ -263,6 +263,11 @@ def test_wandb_logs_what_log_jsonl_holds(char_data, tmp_path, monkeypatch):
     recs = [json.loads(line) for line in open(out / 'log.jsonl')]
     assert len(recs) == 4 + 3
     assert logs == [('log', {k: v for k, v in r.items() if k != 'kind'}, r['iter']) for r in recs]
+    # logging is how a run runs, not what it trains: a resumed run may turn it on or off
+    wandb.calls.clear()
+    train_script().main([f'--data_dir={char_data}', '--dataset=tiny', f'--out_dir={out}', *TINY, '--max_iters=5',
+                         '--eval_interval=2', '--init_from=resume', '--wandb_log=True', '--wandb_run_name=again'])
+    assert wandb.calls[0][1]['name'] == 'again' and [c[2] for c in wandb.calls[1:]] == [4, 4, 5]
 
 
 def test_wandb_not_installed_is_one_line_before_anything(char_data, tmp_path, monkeypatch, capsys):
