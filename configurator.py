@@ -22,6 +22,7 @@ import difflib
 import json
 import math
 import os
+import pickle
 import sys
 import types
 
@@ -219,18 +220,78 @@ def prepare_hint(dataset):
     return prepare_data.prepare_command(dataset)
 
 
+NANOGPT_VOCAB = 50304   # GPT-2's 50257 tokens padded to a multiple of 64, as nanoGPT's train.py pads them
+
+
 def read_meta(cfg):
-    """The dataset's meta.json (None when there is none); it must be JSON with a vocab_size."""
-    path = os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json')
-    if not os.path.isfile(path):
+    """The dataset's meta (None when data/<dataset> holds no data): its meta.json, else one of
+    nanoGPT's layouts, named by meta['layout']: a meta.pkl (its char datasets: vocab_size, itos,
+    stoi) or no meta file beside train.bin (its GPT-2 BPE datasets, vocab 50304)."""
+    folder = os.path.join(cfg['data_dir'], cfg['dataset'])
+    path = os.path.join(folder, 'meta.json')
+    if os.path.isfile(path):
+        try:
+            meta = json.load(open(path, encoding='utf-8'))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path} is not valid JSON ({e}): re-run {prepare_hint(cfg['dataset'])}")
+    elif os.path.isfile(os.path.join(folder, 'meta.pkl')):
+        path = os.path.join(folder, 'meta.pkl')
+        meta = read_meta_pkl(path)
+    elif os.path.isfile(os.path.join(folder, 'train.bin')):
+        return {'tokenizer': 'gpt2', 'vocab_size': NANOGPT_VOCAB,
+                'layout': f"nanoGPT's, no meta file: the GPT-2 tokenizer, vocab {NANOGPT_VOCAB}"}
+    else:
         return None
-    try:
-        meta = json.load(open(path, encoding='utf-8'))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path} is not valid JSON ({e}): re-run {prepare_hint(cfg['dataset'])}")
     if not isinstance(meta, dict) or not isinstance(meta.get('vocab_size'), int) or meta['vocab_size'] <= 0:
         raise ConfigError(f"{path} lacks a positive integer vocab_size: re-run {prepare_hint(cfg['dataset'])}")
+    problem = tokenizer_problem(meta)
+    if problem:
+        raise ConfigError(f"{path} {problem}: re-run {prepare_hint(cfg['dataset'])}")
     return meta
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """nanoGPT's meta.pkl is a dict of ints and strings: no class is ever needed, so none is loaded
+    (unpickling a class can run any code)."""
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"it names {module}.{name}")
+
+
+def read_meta_pkl(path):
+    """nanoGPT's meta.pkl as a char meta: itos as a list (nanoGPT pickles a dict id -> char)."""
+    try:
+        with open(path, 'rb') as f:
+            raw = _PlainUnpickler(f).load()
+    except Exception as e:   # truncated, not a pickle, or a class inside
+        raise ConfigError(f"{path} is not nanoGPT's meta.pkl, a pickled dict of vocab_size, itos and stoi "
+                          f"({type(e).__name__}: {e})")
+    if not isinstance(raw, dict):
+        return raw
+    meta = {'vocab_size': raw.get('vocab_size'), 'layout': "nanoGPT's meta.pkl"}
+    itos, stoi = raw.get('itos'), raw.get('stoi')
+    if itos is None and isinstance(stoi, dict):
+        itos = {i: c for c, i in stoi.items()}
+    if isinstance(itos, dict):
+        itos = [itos.get(i) for i in range(len(itos))]
+    if itos is not None:
+        meta.update(tokenizer='char', itos=itos)
+        meta['layout'] += f": a char vocabulary of {len(itos)}"
+    return meta
+
+
+def tokenizer_problem(meta):
+    """What keeps a meta's tokenizer from decoding (a char meta needs its itos table), else None."""
+    kind = meta.get('tokenizer')
+    if kind is None or kind in ('gpt2', 'byte'):
+        return None
+    if kind != 'char':
+        return f"names the tokenizer {kind!r}, not one of gpt2, byte, char"
+    itos = meta.get('itos')
+    if isinstance(itos, dict):
+        itos = [itos.get(str(i)) for i in range(len(itos))]
+    if not isinstance(itos, list) or not itos or not all(isinstance(c, str) for c in itos):
+        return "has no itos (a list of the char tokenizer's symbols, id -> character) to decode with"
+    return None
 
 
 def check_tokens(path, min_tokens, vocab_size=None):

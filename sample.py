@@ -12,6 +12,9 @@ table (GPT pos='learned', TextNCA) crops to the table's rows past it and says so
 marker through its revision organ, one token per marker; any other (causal) model fills the span
 between prefix and suffix by ranking candidate spans on the likelihood of prefix + span + suffix
 (candidates from --candidates="a|b|c", else --num_candidates spans sampled after the prefix).
+
+It runs on the device the run trained on where this machine has it (else cuda > mps > cpu), under
+bfloat16 autocast on a GPU that supports it (--dtype, --device, --compile=True to choose).
 """
 import inspect
 import os
@@ -20,9 +23,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from configurator import ConfigError, check, parse_args
+from configurator import ConfigError, check, parse_args, tokenizer_problem
 from prepare_data import DataError, get_tokenizer
-from models import check_knobs, knob_names, load_checkpoint, resolve_device
+from models import check_device, check_knobs, knob_names, load_checkpoint, resolve_device
 
 DEFAULTS = dict(
     out_dir='out',
@@ -32,7 +35,10 @@ DEFAULTS = dict(
     temperature=0.8,           # 0: greedy
     top_k=200,                 # 0: no top-k
     seed=1337,
-    device='cpu',              # 'cpu' | 'cuda' | 'cuda:N' | 'mps' | 'auto'
+    device=None,               # None: the run's own device where this machine has it, else 'auto' (cuda > mps >
+                               # cpu) | 'cpu' | 'cuda' | 'cuda:N' | 'mps'
+    dtype='auto',              # 'auto' (bfloat16 on a GPU that supports it, else float32) | 'float32' | 'bfloat16' | 'float16'
+    compile=False,             # torch.compile the model's forward (the decode_step path stays eager)
     infill=False,
     mask='[MASK]',             # the infill marker in --start
     candidates='',             # causal infill: '|'-separated candidate spans
@@ -44,7 +50,7 @@ DEFAULTS = dict(
 def sample_logits(logits, temperature, top_k, g):
     if temperature <= 0:
         return logits.argmax(-1)
-    logits = logits / temperature
+    logits = logits.float() / temperature
     if top_k:
         v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
         logits = logits.masked_fill(logits < v[:, [-1]], float('-inf'))
@@ -174,7 +180,33 @@ def check_args(args):
             raise ConfigError(f"{k} must be >= 0, got {args[k]!r}")
     if not args['mask']:
         raise ConfigError("mask must be a non-empty marker such as [MASK]")
-    args['device'] = resolve_device(args['device'], 'float32')[0]
+    if args['dtype'] not in ('auto', 'float32', 'bfloat16', 'float16'):
+        raise ConfigError(f"dtype must be auto, float32, bfloat16 or float16, got {args['dtype']!r}")
+    if args['device'] is not None and not isinstance(args['device'], str):
+        raise ConfigError(f"device must be auto, cpu, cuda, cuda:N or mps, got {args['device']!r}")
+    if args['device'] not in (None, 'auto'):
+        check_device(args['device'])
+
+
+def best_device():
+    """cuda > mps > cpu, as this machine has them."""
+    if torch.cuda.is_available():
+        return 'cuda'
+    return 'mps' if torch.backends.mps.is_available() else 'cpu'
+
+
+def sample_device(device, trained):
+    """(device, note): the one asked for; else the one the run trained on (its config's device)
+    where this machine has it; else the best one here, with a note saying so when the run's is missing."""
+    if device not in (None, 'auto'):
+        return device, None
+    if device is None and trained not in (None, 'auto'):
+        try:
+            check_device(trained)
+            return trained, None
+        except ConfigError:
+            return best_device(), f"note: the run trained on {trained}, which this machine lacks: sampling on {best_device()}"
+    return best_device(), None
 
 
 def main(argv):
@@ -183,7 +215,12 @@ def main(argv):
         given = parse_args(argv)
         args = {**DEFAULTS, **check(given.pick(DEFAULTS), DEFAULTS)}
         check_args(args)
-        model, ckpt = load_checkpoint(args['out_dir'], args['device'])
+        model, ckpt = load_checkpoint(args['out_dir'], 'cpu')
+        args['device'], note = sample_device(args['device'], ckpt['config'].get('device'))
+        if note:
+            print(note, file=sys.stderr)
+        args['device'], _, autocast = resolve_device(args['device'], args['dtype'])
+        model.to(args['device'])
         knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
         bad = [k for k in knobs if k not in knob_names(model)]
         if bad:
@@ -197,6 +234,8 @@ def main(argv):
         if not isinstance(meta, dict) or 'tokenizer' not in meta:
             raise ConfigError(f"the checkpoint in {args['out_dir']} carries no tokenizer (meta['tokenizer']): "
                               f"it was trained on data whose meta.json does not name one")
+        if tokenizer_problem(meta):
+            raise ConfigError(f"the checkpoint in {args['out_dir']} cannot decode: its meta {tokenizer_problem(meta)}")
         encode_raw, decode = get_tokenizer(meta)
 
         def encode(text):  # characters outside a char vocabulary: one line, not a traceback
@@ -215,6 +254,9 @@ def main(argv):
             except UnicodeDecodeError as e:
                 raise ConfigError(f"prompt file {path} is not UTF-8 text ({e.reason} at byte {e.start})")
         model.eval()
+        if args['compile']:
+            model.compile()
+        autocast.__enter__()   # every forward and decode step from here on, as nanoGPT's `with ctx:`; the process ends after
         g = torch.Generator(args['device']).manual_seed(args['seed'])
         torch.manual_seed(args['seed'])
         dev = args['device']

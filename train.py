@@ -44,6 +44,9 @@ log_interval = 10
 eval_iters = 20
 eval_only = False
 always_save_checkpoint = True
+wandb_log = False            # also log every log.jsonl record to Weights & Biases (pip install wandb)
+wandb_project = 'looped-lm'
+wandb_run_name = ''          # '': the out_dir's name
 init_from = 'scratch'        # 'scratch' | 'resume' (from out_dir) | a directory whose ckpt.pt gives the weights
 overwrite = False            # a new run (init_from not 'resume') may replace out_dir's ckpt.pt and log.jsonl
 dry_run = False              # build on the meta device, print parameters, flops_per_token and peak memory, exit
@@ -110,7 +113,7 @@ DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isin
 # rest keep the checkpoint's value unless given.
 RUN_KEYS = ('out_dir', 'init_from', 'overwrite', 'eval_only', 'dry_run')
 CONTINUE_KEYS = RUN_KEYS + ('max_iters', 'eval_interval', 'log_interval', 'eval_iters', 'always_save_checkpoint',
-                            'data_dir', 'device', 'dtype', 'compile', 'tf32')
+                            'data_dir', 'device', 'dtype', 'compile', 'tf32', 'wandb_log', 'wandb_project', 'wandb_run_name')
 
 
 def prepare_out_dir(cfg, given):
@@ -220,17 +223,46 @@ def trim_log(path, iter_num):
 
 
 
-def cpu_threads():
-    """Threads for a CPU run when OMP_NUM_THREADS is unset: the cores the load leaves idle, at
-    least one. On a shared 2-core machine under load, torch's default (every core) spun against
-    the other jobs: 835 vs 288 ms/iter for the default run with 2 threads vs 1."""
+def idle_cores(cores, read=lambda: open('/proc/stat').read(), wait=0.2):
+    """How many of `cores` (cpu ids) sat idle over the last `wait` seconds, from two reads of
+    /proc/stat's per-core times (idle + iowait over all); this process sleeps meanwhile, so it is
+    not counted. None where there is no /proc/stat."""
+    def times():
+        rows = {}
+        for line in read().splitlines():
+            name, *ticks = line.split()
+            if name.startswith('cpu') and name[3:].isdigit() and int(name[3:]) in cores:
+                rows[int(name[3:])] = [int(t) for t in ticks[:8]]
+        return rows
+    try:
+        before = times()
+        time.sleep(wait)
+        after = times()
+    except (OSError, ValueError):
+        return None
+    idle = 0.0
+    for c in before.keys() & after.keys():
+        d = [b - a for a, b in zip(before[c], after[c])]
+        idle += (d[3] + d[4]) / sum(d) if sum(d) > 0 else 1.0
+    return idle if before.keys() & after.keys() else None
+
+
+def cpu_threads(read=lambda: open('/proc/stat').read(), wait=0.2):
+    """Threads for a CPU run when OMP_NUM_THREADS is unset: the cores idle right now, at least one.
+    On a shared 2-core machine under load, torch's default (every core) spun against the other jobs
+    (835 vs 288 ms/iter with 2 threads vs 1); the 1-minute load average instead still counts a job
+    that just ended, and gave an idle machine 1 thread (37.8 vs 25.3 ms/iter)."""
     if 'OMP_NUM_THREADS' in os.environ:
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+    cpus = os.sched_getaffinity(0) if hasattr(os, 'sched_getaffinity') else set(range(os.cpu_count() or 1))
+    cores = len(cpus)
     per_process = int(os.environ.get('LOCAL_WORLD_SIZE', 1))     # torchrun's CPU ranks share the cores
-    n = max(1, min(torch.get_num_threads(), (cores - round(os.getloadavg()[0])) // per_process))
+    idle = idle_cores(cpus, read, wait)
+    if idle is None:   # no /proc (macOS): the load average
+        idle = cores - os.getloadavg()[0]
+    n = max(1, min(torch.get_num_threads(), round(idle) // per_process))
     torch.set_num_threads(n)
-    return f"{n} CPU thread(s) of {cores} cores at load {os.getloadavg()[0]:.1f} (set OMP_NUM_THREADS to choose)"
+    return f"{n} CPU thread(s) of {cores} cores, {idle:.1f} of them idle now (set OMP_NUM_THREADS to choose)"
 
 
 def print_sizes(cfg):
@@ -297,7 +329,8 @@ def load_data(cfg, master, ddp):
             torch.distributed.barrier()
     meta = read_meta(cfg)
     if meta is None:
-        raise ConfigError(f"{ds_dir}/meta.json not found: prepare the data first ({prepare_hint(cfg['dataset'])})")
+        raise ConfigError(f"{ds_dir} holds no data (meta.json, or nanoGPT's train.bin with or without meta.pkl): "
+                          f"prepare the data first ({prepare_hint(cfg['dataset'])})")
     cfg['vocab_size'], mask = dataset_vocab(cfg, meta)
     streams = data_streams(cfg)
     for name, path in streams.items():
@@ -383,6 +416,29 @@ def hole_targets(y, holes):
     return y.masked_fill(~holes, -1), 1.0
 
 
+def to_device(t, dev):
+    """A host tensor on dev. On CUDA it is pinned first: a non_blocking copy from pageable memory
+    waits for the copy, one from pinned memory overlaps the step that runs."""
+    if dev.startswith('cuda'):
+        t = t.pin_memory()
+    return t.to(dev, non_blocking=True)
+
+
+def train_batch(it, micro, cfg, streams, mask, rank, world, dev, knobs):
+    """Training micro-step `micro` of iteration `it` on dev: (x, y, the forward's keywords, the
+    loss weight)."""
+    x, y, holes = get_batch('train', it, micro, cfg, streams, mask, rank, world)
+    weight = 1.0
+    if not cfg['causal']:   # BERT-style: full attention, the loss at the holes only
+        y, weight = hole_targets(y, holes)
+    # a batch without holes passes none (holes is on the CPU here: no device sync), so the
+    # model's hole stream does not run and its own parameters get no gradient
+    kw = {'holes': to_device(holes, dev)} if holes is not None and holes.any() and 'holes' in knobs else {}
+    if not cfg['causal']:
+        kw = {'causal': False}
+    return to_device(x, dev), to_device(y, dev), kw, weight
+
+
 # ----------------------------------------------------------------------------- the schedule
 def get_lr(it, cfg):
     """The learning rate at iteration it as a fraction of the peak: linear warmup, then cosine to
@@ -448,9 +504,21 @@ def estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world):
     return {'train': mean[0].item(), 'val': mean[1].item()}
 
 
-def log_jsonl(path, record):
+def log_jsonl(path, record, wandb=None):
     with open(path, 'a') as f:
         f.write(json.dumps(record) + '\n')
+    if wandb is not None:   # the same record, at its iteration
+        wandb.log({k: v for k, v in record.items() if k != 'kind'}, step=record['iter'])
+
+
+def import_wandb():
+    """wandb, imported only for wandb_log=True: it is not a requirement."""
+    try:
+        import wandb
+    except ImportError:
+        raise ConfigError("wandb_log=True needs the wandb package, which is not installed: pip install wandb, or "
+                          "leave wandb_log off (log.jsonl in out_dir holds every record; python -m tools.report plots it)")
+    return wandb
 
 
 def save_run(cfg, model, opts, scaler, meta, it, best_val):
@@ -554,6 +622,7 @@ def train(argv, run):
         check_settings(cfg)
         if cfg['dry_run']:
             return print_sizes(cfg)
+        wandb = import_wandb() if cfg['wandb_log'] else None
     except ConfigError as e:
         fail(e)
 
@@ -644,15 +713,23 @@ def train(argv, run):
         print(f"model {cfg['model']}: {raw_model.num_params():,} parameters, {tokens_per_iter:,} tokens/iter "
               f"({world} x {accum} x {micro_batch} x {cfg['block_size']}), device {dev}, "
               f"dtype {str(ptdtype)[6:]}, tf32 {tf32}, compile {use_compile}, world {world}")
+        print(f"data {os.path.join(cfg['data_dir'], cfg['dataset'])}: {meta.get('layout', 'meta.json')}, "
+              f"vocab {meta['vocab_size']}")
         if threads:
             print(threads)
         print(f"mfu against {peak / 1e12:.3g} TFLOP/s: " + ("the spec sheet's dense peak" if spec else
               "the best matmul rate measured now, raised to any faster rate this run reaches (so at most 100%)"))
+    if wandb is not None and master and not cfg['eval_only']:
+        wandb.init(project=cfg['wandb_project'], config=cfg,
+                   name=cfg['wandb_run_name'] or os.path.basename(os.path.abspath(cfg['out_dir'])))
+    else:
+        wandb = None
 
     # --- the loop
     model.train()
     t0 = time.time()
     last_good, first_iter = iter_num if resumed else None, iter_num
+    batch = None    # the next micro-step's (x, y, forward keywords, loss weight), on the device
     run['last_good'] = last_good
     while True:
         run['iter'] = iter_num
@@ -666,7 +743,7 @@ def train(argv, run):
                 break
             if master:
                 log_jsonl(log_path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
-                                     'val_loss': losses['val'], 'tokens': iter_num * tokens_per_iter})
+                                     'val_loss': losses['val'], 'tokens': iter_num * tokens_per_iter}, wandb)
             if not all(math.isfinite(v) for v in losses.values()):
                 diverged(f"eval loss is not finite at iter {iter_num}", cfg, last_good)
             if losses['val'] < best_val or cfg['always_save_checkpoint']:
@@ -682,22 +759,17 @@ def train(argv, run):
             break
 
         for micro in range(accum):
-            x, y, holes = get_batch('train', iter_num, micro, cfg, streams, mask, rank, world)
-            weight = 1.0
-            if not cfg['causal']:   # BERT-style: full attention, the loss at the holes only
-                y, weight = hole_targets(y, holes)
-            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-            # a batch without holes passes none (holes is on the CPU here: no device sync), so the
-            # model's hole stream does not run and its own parameters get no gradient
-            kw = {'holes': holes.to(dev)} if holes is not None and holes.any() and 'holes' in knobs else {}
-            if not cfg['causal']:
-                kw = {'causal': False}
+            x, y, kw, weight = batch or train_batch(iter_num, micro, cfg, streams, mask, rank, world, dev, knobs)
             if ddp:  # sync gradients only on the last micro-step
                 model.require_backward_grad_sync = micro == accum - 1
             with autocast:
                 loss = model(x, y, **kw)[1] / accum   # the logits are not kept: at 32k vocab they are GBs
             if weight != 1.0:
                 loss = loss * weight
+            # the next micro-step's batch (after the last, the next iteration's first) is read and sent
+            # while the device runs this step, as nanoGPT does; a batch depends only on where it falls
+            it, m = (iter_num, micro + 1) if micro + 1 < accum else (iter_num + 1, 0)
+            batch = train_batch(it, m, cfg, streams, mask, rank, world, dev, knobs) if it < cfg['max_iters'] else None
             scaler.scale(loss).backward()
         if cfg['grad_clip'] > 0:
             for opt in opts:
@@ -729,7 +801,7 @@ def train(argv, run):
             extra = ''.join(f", {k} {v:.4g}" for k, v in rec.items() if k not in ('kind', 'iter', 'loss', 'lr', 'ms', 'tokens_per_s', 'mfu'))
             print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms, "
                   f"{rec['tokens_per_s']:.0f} tok/s, mfu {100 * rec['mfu']:.2f}%{extra}")
-            log_jsonl(log_path, rec)
+            log_jsonl(log_path, rec, wandb)
         iter_num += 1
     if master and not cfg['eval_only']:
         print(f"done: {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good} (best val loss {best_val:.4f}); "

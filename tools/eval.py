@@ -226,8 +226,10 @@ class Evaluator:
                 self.tcfg[k] = cfg[k]
         self.meta = configurator.read_meta(self.tcfg) or ckpt.get('meta')
         if self.meta is None:
-            raise ConfigError(f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}/meta.json not found: eval needs the "
-                              f"checkpoint's data (set --data_dir / --dataset)")
+            raise ConfigError(f"{self.tcfg['data_dir']}/{self.tcfg['dataset']} holds no data (meta.json, or nanoGPT's "
+                              f"train.bin with or without meta.pkl): eval needs the checkpoint's data (set --data_dir / --dataset)")
+        if configurator.tokenizer_problem(self.meta):
+            raise ConfigError(f"the meta in the checkpoint in {cfg['out_dir']} {configurator.tokenizer_problem(self.meta)}")
         self.vocab = self.model.config.vocab_size
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f"{cfg['split']}.bin")
         if os.path.isfile(path):   # a missing one is named where it is read
