@@ -22,11 +22,11 @@ import torch.nn.functional as F
 
 from configurator import ConfigError, check, parse_args
 from prepare_data import DataError, get_tokenizer
-from models import check_knobs, knob_names, load_checkpoint, resolve_device
+from models import DEPTH_KNOBS, check_knobs, knob_names, load_checkpoint, resolve_device
 
 DEFAULTS = dict(
     out_dir='out',
-    start='\n',                # text, or FILE:path
+    start='\n',                # text, or FILE:path (FILE:/dev/stdin reads standard input)
     num_samples=1,
     max_new_tokens=200,
     temperature=0.8,           # 0: greedy
@@ -38,6 +38,7 @@ DEFAULTS = dict(
     candidates='',             # causal infill: '|'-separated candidate spans
     num_candidates=16,         # causal infill: spans sampled when no candidates are given
     span_tokens=8,             # causal infill: length of a sampled span
+    max_depth=1000,            # a loop depth (num_recur, Ts) above this stops with a line: raise it to run deeper
 )
 
 
@@ -164,6 +165,14 @@ def check_length(model, n, what):
                           f"({rows} rows): shorten it")
 
 
+def check_depth(knobs, max_depth):
+    """A loop depth far beyond any trained one runs for hours without a word: stop and say how to ask for it."""
+    for k in DEPTH_KNOBS:
+        if isinstance(knobs.get(k), int) and knobs[k] > max_depth:
+            raise ConfigError(f"{k}={knobs[k]} runs the loop {knobs[k]} times per token, above max_depth={max_depth}: "
+                              f"pass --max_depth={knobs[k]} to run it anyway")
+
+
 def check_args(args):
     """Option values sample.py cannot use stop here with what is accepted."""
     for k in ('num_samples', 'num_candidates', 'span_tokens'):
@@ -174,6 +183,8 @@ def check_args(args):
             raise ConfigError(f"{k} must be >= 0, got {args[k]!r}")
     if not args['mask']:
         raise ConfigError("mask must be a non-empty marker such as [MASK]")
+    if args['max_depth'] < 1:
+        raise ConfigError(f"max_depth must be >= 1, got {args['max_depth']!r}")
     args['device'] = resolve_device(args['device'], 'float32')[0]
 
 
@@ -190,6 +201,7 @@ def main(argv):
             raise ConfigError(f"unknown key(s) {', '.join(bad)}: neither a sample.py key ({', '.join(DEFAULTS)}) "
                               f"nor a knob of the {ckpt['model_name']} model ({', '.join(knob_names(model)) or 'none'})")
         check_knobs(knobs)
+        check_depth(knobs, args['max_depth'])
         if ckpt['config'].get('causal', True) is False:
             raise ConfigError(f"{args['out_dir']} was trained with causal=False, a bidirectional encoder and never a "
                               f"generator, and sample.py reads causally: fill its holes with python -m tools.eval --battery")
@@ -208,8 +220,10 @@ def main(argv):
         start = args['start']
         if start.startswith('FILE:'):
             path = start[5:]
-            if not os.path.isfile(path):
+            if not os.path.exists(path):   # a pipe such as /dev/stdin is read as a file
                 raise ConfigError(f"prompt file not found: {path}")
+            if os.path.isdir(path):
+                raise ConfigError(f"prompt file not found: {path} is a folder")
             try:
                 start = open(path, encoding='utf-8').read()
             except UnicodeDecodeError as e:
@@ -225,6 +239,9 @@ def main(argv):
             if 'holes' in knob_names(model):
                 mask_id = ckpt['config'].get('mask_id')
                 mask_id = meta.get('mask_id', meta['vocab_size']) if mask_id is None else mask_id
+                if mask_id >= model.config.vocab_size:
+                    raise ConfigError(f"the model has {model.config.vocab_size} embedding rows, no row for the MASK id "
+                                      f"{mask_id}: hole fine-tune it (train.py --p_fill=0.5) or train with a larger vocab_size")
                 for _ in range(args['num_samples']):
                     print(infill_holes(model, encode, decode, parts, mask_id, args, g, knobs, dev))
                     print('---------------')
