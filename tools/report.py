@@ -1,8 +1,10 @@
 """
-Where eval.py's results go: JSON files (NaN/inf as null) and matplotlib figures (Agg, no display).
+Where eval.py's results go: JSON files (NaN/inf as null) and matplotlib figures (Agg, no display),
+each written beside its name and renamed onto it, so a file there is always a whole one.
 """
 import json
 import math
+import os
 
 
 def clean(x):
@@ -18,9 +20,22 @@ def clean(x):
     return x
 
 
+def replace_with(path, write):
+    """write(tmp) a whole file beside path, then rename it onto path; a failure leaves path as it was."""
+    tmp = f'{path}.tmp'
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def write_json(path, obj):
-    with open(path, 'w') as f:
-        json.dump(clean(obj), f, indent=1)
+    def write(tmp):
+        with open(tmp, 'w') as f:
+            json.dump(clean(obj), f, indent=1)
+    replace_with(path, write)
     print(f"wrote {path}")
 
 
@@ -43,7 +58,9 @@ def save_figure(fig, ax, path):
     if n > 1:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        replace_with(path, lambda tmp: fig.savefig(tmp, dpi=120, format=os.path.splitext(path)[1][1:] or 'png'))
+    finally:
+        plt.close(fig)
     print(f"wrote {path}")
     return n
