@@ -569,14 +569,14 @@ def test_a_failed_or_interrupted_prepare_keeps_the_previous_dataset(tmp_path, mo
 
 
 class _Stop:
-    """An id array whose tofile is interrupted."""
+    """An id array whose writing is interrupted."""
     def __len__(self):
         return 0
 
     def __getitem__(self, k):
         return self
 
-    def tofile(self, f):
+    def __array__(self, *a, **k):
         raise KeyboardInterrupt
 
 
