@@ -261,3 +261,12 @@ def compare_battery(evaluators, d):
     res['series'] = plot_battery('synthetic battery, fill mode', columns, rows, os.path.join(d, 'battery.png'))
     write_json(os.path.join(d, 'battery.json'), res)
     return res
+
+
+if __name__ == '__main__':   # the analyses run inside eval.py: say so, and how
+    import sys
+    if '-h' in sys.argv[1:] or '--help' in sys.argv[1:]:
+        print(__doc__.strip())
+        sys.exit(0)
+    configurator.fail("tools.eval_fill holds eval.py's hole-filling analyses; run them with "
+                      "python -m tools.eval --out_dir=RUN --infill=True (or --battery=True)")
