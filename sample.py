@@ -204,7 +204,8 @@ def main(argv):
         check_depth(knobs, args['max_depth'])
         if ckpt['config'].get('causal', True) is False:
             raise ConfigError(f"{args['out_dir']} was trained with causal=False, a bidirectional encoder and never a "
-                              f"generator, and sample.py reads causally: fill its holes with python -m tools.eval --battery")
+                              f"generator, and sample.py reads causally: fill its holes with "
+                              f"python -m tools.eval --out_dir={args['out_dir']} --battery=True")
         meta = ckpt.get('meta')
         if not isinstance(meta, dict) or 'tokenizer' not in meta:
             raise ConfigError(f"the checkpoint in {args['out_dir']} carries no tokenizer (meta['tokenizer']): "
@@ -241,7 +242,8 @@ def main(argv):
                 mask_id = meta.get('mask_id', meta['vocab_size']) if mask_id is None else mask_id
                 if mask_id >= model.config.vocab_size:
                     raise ConfigError(f"the model has {model.config.vocab_size} embedding rows, no row for the MASK id "
-                                      f"{mask_id}: hole fine-tune it (train.py --p_fill=0.5) or train with a larger vocab_size")
+                                      f"{mask_id}, and a fine-tune cannot add one: train with holes from the start "
+                                      f"(train.py --p_fill=0.5 sizes the vocabulary for the MASK id)")
                 for _ in range(args['num_samples']):
                     print(infill_holes(model, encode, decode, parts, mask_id, args, g, knobs, dev))
                     print('---------------')
