@@ -594,6 +594,7 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
             vocab = None
         enc = gpt2_encoding(vocab)
     dest = os.path.join(out_dir, dataset_dirname(name, tokenizer, vocab))
+    _check_owned(dest)
     meta = {'name': name, 'tokenizer': tokenizer, **({'bpe_vocab': vocab} if vocab is not None else {}),
             **({'train_cap': cap} if cap else {})}
 
@@ -665,6 +666,21 @@ def _encoder(tokenizer, enc, splits, meta):
     return encode
 
 
+OWN_FILE = re.compile(r'(train|val|test)(_answers)?\.bin|meta\.json')   # what _write puts in a dataset folder
+
+
+def _check_owned(dest):
+    """A dataset is replaced as a whole folder: one that holds files this script does not write
+    (nanoGPT's input.txt and prepare.py, notes) is refused before any work, never deleted."""
+    if os.path.exists(dest) and not os.path.isdir(dest):
+        raise DataError(f'{dest} is a file, not a dataset folder: move it aside first')
+    other = sorted(f for f in os.listdir(dest) if not OWN_FILE.fullmatch(f)) if os.path.isdir(dest) else []
+    if other:
+        raise DataError(f'{dest} holds files prepare_data.py did not write ({", ".join(other[:5])}'
+                        f'{", ..." if len(other) > 5 else ""}), which replacing the dataset would delete: '
+                        f'move them out, or prepare into another --out_dir')
+
+
 def _alive(pid):
     try:
         os.kill(pid, 0)
@@ -714,7 +730,8 @@ def _write(dest, tokens, answers, meta, quiet, cap=None):
     and a reader that holds the previous files open keeps reading them (they are renamed and
     unlinked, never written). tokens: split -> iterator of uint16 arrays; cap: train.bin stops
     after this many tokens (the rest is never encoded)."""
-    parent, name = os.path.split(os.path.abspath(dest))
+    parent, name = os.path.split(os.path.realpath(dest))   # a linked folder is replaced where it lives
+    dest = os.path.join(parent, name)
     _remove_stale(parent, name, quiet)
     tag = f'{os.getpid()}@{socket.gethostname()}'
     new, old = os.path.join(parent, f'.{name}.new{tag}'), os.path.join(parent, f'.{name}.old{tag}')

@@ -684,3 +684,23 @@ def test_prepare_onto_a_full_disk_names_enospc_the_file_and_the_free_space(tmp_p
     assert re.fullmatch(r'error: no space left on the device \(ENOSPC\) writing \S+/data/\.mine\.new\d+@\S+/train\.bin: '
                         r'[\d,]+\.\d MiB free there; free some space and run the same command again .*', lines[0]), err
     assert sorted(os.listdir(out)) == ['mine'] and {f: digest(out / 'mine' / f) for f in before} == before
+
+
+def test_prepare_replaces_only_a_folder_of_its_own_and_a_linked_one_where_it_lives(tmp_path):
+    import prepare_data
+    text = tmp_path / 'in.txt'
+    text.write_text('the cat sat on the mat.\n' * 200)
+    out = tmp_path / 'data'
+    (out / 'mine').mkdir(parents=True)
+    (out / 'mine' / 'input.txt').write_text('a nanoGPT-style folder: the text beside the tokens')
+    (out / 'mine' / 'train.bin').write_bytes(b'\0\0')
+    with pytest.raises(prepare_data.DataError, match=r'mine holds files prepare_data.py did not write \(input.txt\)'):
+        prepare_data.prepare('mine', input=str(text), out_dir=str(out), quiet=True)
+    assert sorted(os.listdir(out / 'mine')) == ['input.txt', 'train.bin']
+    big = tmp_path / 'big'
+    prepare_data.prepare('mine', input=str(text), out_dir=str(big), quiet=True)
+    (tmp_path / 'linked').mkdir()
+    os.symlink(big / 'mine', tmp_path / 'linked' / 'mine')   # data/NAME -> a folder on a bigger disk
+    prepare_data.prepare('mine', input=str(text), out_dir=str(tmp_path / 'linked'), quiet=True)
+    assert os.path.islink(tmp_path / 'linked' / 'mine') and sorted(os.listdir(big)) == ['mine']
+    assert sorted(os.listdir(big / 'mine')) == ['meta.json', 'train.bin', 'val.bin']
