@@ -68,6 +68,7 @@ import configurator
 from configurator import ConfigError, check, parse_args
 from models import (MODELS, build_model, configure_optimizers, model_classes, model_fields, peak_flops,
                     resolve_config, resolve_device, use_tf32)
+from tools.report import write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo
 
@@ -703,8 +704,7 @@ def main(argv):
             ('peak MB', lambda r: f"{r['peak_mem_mb']:.1f}"), ('GFLOP/s', lambda r: f"{r['flops_per_s'] / 1e9:.1f}"),
             ('MFU', lambda r: f"{100 * r['mfu']:.1f}%")]))
     if opt['json_path']:
-        with open(opt['json_path'], 'w') as f:
-            json.dump(records, f, indent=1)
+        write_text(opt['json_path'], json.dumps(records, indent=1))
         print(f"wrote {opt['json_path']}")
     return records
 

@@ -31,6 +31,13 @@ def replace_with(path, write):
             os.remove(tmp)
 
 
+def write_text(path, text):
+    def write(tmp):
+        with open(tmp, 'w') as f:
+            f.write(text)
+    replace_with(path, write)
+
+
 def write_json(path, obj):
     def write(tmp):
         with open(tmp, 'w') as f:

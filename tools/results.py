@@ -35,7 +35,7 @@ from PIL import Image   # matplotlib's own dependency
 import torch
 
 from models import build_model
-from tools.report import replace_with
+from tools.report import replace_with, write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo
 PY = sys.executable
@@ -168,11 +168,6 @@ def fail(msg):
     sys.exit(2)
 
 
-def write_file(path, text):
-    """text onto path whole (beside it, then renamed): a kill mid-write leaves the previous file."""
-    replace_with(path, lambda tmp: open(tmp, 'w').write(text))
-
-
 def read_log(out):
     path = os.path.join(out, 'log.jsonl')
     if os.path.exists(path) and not os.path.isfile(path):
@@ -195,7 +190,7 @@ def train(args, out, seed, iters, upto=None):
     t0 = time.time()
     run_with_progress(cmd, out)
     seconds = time.time() - t0 + (done['seconds'] if done else 0)
-    write_file(done_path, json.dumps({'seconds': seconds, 'command': ' '.join(cmd[1:]), **({'upto': upto} if upto else {})}))
+    write_text(done_path, json.dumps({'seconds': seconds, 'command': ' '.join(cmd[1:]), **({'upto': upto} if upto else {})}))
     return seconds
 
 
@@ -327,7 +322,7 @@ def train_or_diverge(args, out, seed, iters):
         if e.returncode != 2 or not log:
             raise
         done = {'seconds': float('nan'), 'command': ' '.join(e.cmd[1:]), 'diverged': log[-1]['iter']}
-        write_file(os.path.join(out, 'done.json'), json.dumps(done))
+        write_text(os.path.join(out, 'done.json'), json.dumps(done))
         return done['seconds'], done['diverged']
 
 
@@ -973,8 +968,8 @@ def write(paper, rows, fig, extra, seeds):
         lines.append(f"| {r['run']} | {r['model']} | {r['mean']:.3f}{sd} | "
                      f"{', '.join(f'{x:.3f}' for x in r['losses'])} | {r['seconds'] / 60:.1f} min |")
     lines += ['', extra, '']
-    write_file(os.path.join(dest, f'{paper}.md'), '\n'.join(lines))
-    write_file(os.path.join(dest, f'{paper}.json'), json.dumps(rows, indent=1))
+    write_text(os.path.join(dest, f'{paper}.md'), '\n'.join(lines))
+    write_text(os.path.join(dest, f'{paper}.json'), json.dumps(rows, indent=1))
     print('\n'.join(lines))
 
 
