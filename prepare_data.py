@@ -625,8 +625,11 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
                 files = [f'shard_{i:05d}.parquet' for i in [*range(shards), FINEWEB_VAL_SHARD]]
             base = url or os.environ.get('PREPARE_DATA_URL') or base
             urls = _file_urls(base, files)
+            # the offline hint repeats this command: its tokenizer, folder and shards
+            again = (prepare_command(dataset_dirname(name, tokenizer, vocab)).removeprefix('python prepare_data.py ')
+                     + (f' --shards {shards}' if shards != 1 else '') + (f' --out_dir {out_dir}' if out_dir != 'data' else ''))
             paths = [download(u, os.path.join(out_dir, 'downloads', f), SHA256.get(f), SIZES.get(f),
-                              name=name, quiet=quiet) for u, f in zip(urls, files)]
+                              name=again, quiet=quiet) for u, f in zip(urls, files)]
             meta['source'] = urls if len(urls) > 1 else urls[0]
         splits, meta['split'] = readers.get(name, _text_splits)(paths, val_frac)
 

@@ -704,3 +704,13 @@ def test_prepare_replaces_only_a_folder_of_its_own_and_a_linked_one_where_it_liv
     prepare_data.prepare('mine', input=str(text), out_dir=str(tmp_path / 'linked'), quiet=True)
     assert os.path.islink(tmp_path / 'linked' / 'mine') and sorted(os.listdir(big)) == ['mine']
     assert sorted(os.listdir(big / 'mine')) == ['meta.json', 'train.bin', 'val.bin']
+
+
+def test_the_offline_hint_repeats_the_command_with_its_tokenizer_and_folder(tmp_path):
+    import prepare_data
+    from test_prepare_data import closed_port
+    out = tmp_path / 'elsewhere'
+    with pytest.raises(prepare_data.DataError) as e:
+        prepare_data.prepare('wikitext103', tokenizer='byte', out_dir=str(out), url=f'http://127.0.0.1:{closed_port()}',
+                             quiet=True)
+    assert f'python prepare_data.py wikitext103 --tokenizer byte --out_dir {out} --input FILE' in str(e.value)
