@@ -271,13 +271,13 @@ class Evaluator:
         if self.meta is None:
             raise ConfigError(f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}/meta.json not found: eval needs the "
                               f"checkpoint's data (set --data_dir / --dataset)")
-        check_vocabulary(ckpt.get('meta'), self.meta, f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}", self.trained_on)
         self.vocab = self.model.config.vocab_size
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f"{cfg['split']}.bin")
         if os.path.isfile(path):   # a missing one is named where it is read
             configurator.check_tokens(path, 1, self.vocab)
         mid = self.tcfg.get('mask_id')
         self.mask_id = mid if mid is not None else self.meta.get('mask_id', self.meta['vocab_size'])
+        check_vocabulary(ckpt.get('meta'), self.meta, f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}", self.trained_on)
         self.bytes = token_bytes(self.meta, self.vocab)
         self.accepts_holes = 'holes' in models.knob_names(self.model)
         # trained with causal=False (train.py): a masked-reconstruction encoder, scored at holes with full attention

@@ -1,6 +1,5 @@
 """
-Where eval.py's results go: JSON files (NaN/inf as null) and matplotlib figures (Agg, no display),
-each written beside its name and renamed onto it, so a file there is always a whole one.
+Where eval.py's results go: JSON files (NaN/inf as null) and matplotlib figures (Agg, no display).
 """
 import json
 import math
