@@ -669,7 +669,7 @@ def _encoder(tokenizer, enc, splits, meta):
     return encode
 
 
-OWN_FILE = re.compile(r'(train|val|test)(_answers)?\.bin|meta\.json')   # what _write puts in a dataset folder
+OWN_FILE = re.compile(r'(train|val|test)(_answers)?\.bin|meta\.json|\.DS_Store')   # what _write puts there (and macOS)
 
 
 def _check_owned(dest):
