@@ -473,18 +473,19 @@ def run_table(d, table, name):
 
 @pytest.fixture(scope='module')
 def tools_workspace(workspace):
-    """workspace, plus a FON trained on characters (no MASK row), a dataset whose char map permutes
-    tiny's, a run whose log.jsonl is a folder and a whole sweep result of the parcae run."""
+    """workspace, plus a FON trained on characters (no MASK row), a copy of tiny and a dataset whose
+    char map permutes tiny's, a run whose log.jsonl is a folder and a whole sweep result of the parcae run."""
     d = workspace
     run_script('train.py', f'--data_dir={d}/data', *BARE, '--model=fon', '--n_layer=1', '--n_embd=16', '--n_taps=2',
                '--max_delay=7', '--n_ripple=1', '--ripple_widths=(4,)', '--addr_window=4', f'--out_dir={d}/fon')
-    (d / 'data' / 'other').mkdir()
     meta = json.loads((d / 'data' / 'tiny' / 'meta.json').read_text())
-    meta['itos'] = meta['itos'][::-1]
-    meta['stoi'] = {c: i for i, c in enumerate(meta['itos'])}
-    (d / 'data' / 'other' / 'meta.json').write_text(json.dumps(meta))
-    for split in ('train', 'val'):
-        (d / 'data' / 'other' / f'{split}.bin').write_bytes((d / 'data' / 'tiny' / f'{split}.bin').read_bytes())
+    for name in ('same', 'other'):
+        (d / 'data' / name).mkdir()
+        for split in ('train', 'val'):
+            (d / 'data' / name / f'{split}.bin').write_bytes((d / 'data' / 'tiny' / f'{split}.bin').read_bytes())
+        (d / 'data' / name / 'meta.json').write_text(json.dumps(meta))
+        meta['itos'] = meta['itos'][::-1]
+        meta['stoi'] = {c: i for i, c in enumerate(meta['itos'])}
     (d / 'logdir').mkdir()
     for name in ('ckpt.pt', 'config.json'):
         (d / 'logdir' / name).write_bytes((d / 'run' / name).read_bytes())
@@ -508,6 +509,7 @@ def test_every_script_answers_help_and_says_a_mistake_in_one_line(tools_workspac
         ('tools.results', ['--help'], None, 0, "Each paper's claim at a scale a CPU can run"),
         ('tools.eval_fill', ['--help'], None, 0, "eval.py's hole-filling analyses"),
         ('sample.py', [run, '--start=FILE:/dev/stdin', '--max_new_tokens=2'], 'the cat', 0, 'the cat'),
+        ('tools.eval', [run, '--dataset=same'], None, 0, f'wrote {d}/run/eval/same/score_val.json'),   # beside the run's own
     ] + [(script, args, None, 2, msg) for script, args, msg in [
         ('tools.results', ['nonsense'], "unknown paper 'nonsense' (usage: python -m tools.results {textnca|"),
         ('tools.results', ['parcae', '--sedes=2'], "unknown option '--sedes=2'"),
@@ -543,7 +545,7 @@ def test_every_script_answers_help_and_says_a_mistake_in_one_line(tools_workspac
     bad = run_table(d, table, 'tools_table')
     assert not bad, '\n'.join(bad)
     assert digest(sweep) == before and sorted(os.listdir(sweep.parent)) == ['sweep_num_recur.json']
-    assert not os.path.exists(d / 'run' / 'eval')    # the refused eval on other data wrote nothing
+    assert os.listdir(d / 'run' / 'eval') == ['same']    # the refused eval on other data wrote nothing
 
 
 def test_a_stopped_sweep_keeps_the_last_whole_result(tools_workspace, monkeypatch, capsys):
