@@ -56,6 +56,7 @@ expected failures raise DataError (the command line prints `error: ...` and exit
 """
 import argparse
 import codecs
+import errno
 import hashlib
 import io
 import itertools
@@ -63,6 +64,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -591,6 +594,7 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
             vocab = None
         enc = gpt2_encoding(vocab)
     dest = os.path.join(out_dir, dataset_dirname(name, tokenizer, vocab))
+    _check_owned(dest)
     meta = {'name': name, 'tokenizer': tokenizer, **({'bpe_vocab': vocab} if vocab is not None else {}),
             **({'train_cap': cap} if cap else {})}
 
@@ -621,8 +625,11 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
                 files = [f'shard_{i:05d}.parquet' for i in [*range(shards), FINEWEB_VAL_SHARD]]
             base = url or os.environ.get('PREPARE_DATA_URL') or base
             urls = _file_urls(base, files)
+            # the offline hint repeats this command: its tokenizer, folder and shards
+            again = (prepare_command(dataset_dirname(name, tokenizer, vocab)).removeprefix('python prepare_data.py ')
+                     + (f' --shards {shards}' if shards != 1 else '') + (f' --out_dir {out_dir}' if out_dir != 'data' else ''))
             paths = [download(u, os.path.join(out_dir, 'downloads', f), SHA256.get(f), SIZES.get(f),
-                              name=name, quiet=quiet) for u, f in zip(urls, files)]
+                              name=again, quiet=quiet) for u, f in zip(urls, files)]
             meta['source'] = urls if len(urls) > 1 else urls[0]
         splits, meta['split'] = readers.get(name, _text_splits)(paths, val_frac)
 
@@ -662,37 +669,102 @@ def _encoder(tokenizer, enc, splits, meta):
     return encode
 
 
+OWN_FILE = re.compile(r'(train|val|test)(_answers)?\.bin|meta\.json|\.DS_Store')   # what _write puts there (and macOS)
+
+
+def _check_owned(dest):
+    """A dataset is replaced as a whole folder: one that holds files this script does not write
+    (nanoGPT's input.txt and prepare.py, notes) is refused before any work, never deleted."""
+    if os.path.exists(dest) and not os.path.isdir(dest):
+        raise DataError(f'{dest} is a file, not a dataset folder: move it aside first')
+    other = sorted(f for f in os.listdir(dest) if not OWN_FILE.fullmatch(f)) if os.path.isdir(dest) else []
+    if other:
+        raise DataError(f'{dest} holds files prepare_data.py did not write ({", ".join(other[:5])}'
+                        f'{", ..." if len(other) > 5 else ""}), which replacing the dataset would delete: '
+                        f'move them out, or prepare into another --out_dir')
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's process
+        return True
+    return True
+
+
+def _remove_stale(parent, name, quiet):
+    """The work folders an earlier prepare of this dataset left when it was killed outright (kill -9,
+    a lost node): .NAME.new<pid>@<host> is removed once that process is gone from this host; a
+    .NAME.old<pid>@<host> is the previous dataset, put back when dest is missing (a kill between
+    the two renames of the swap). Another host's folders are left: that host may be writing them."""
+    host = socket.gethostname()
+    for entry in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
+        m = re.fullmatch(rf'\.{re.escape(name)}\.(new|old)(\d+)(?:@(.+))?', entry)
+        path, dest = os.path.join(parent, entry), os.path.join(parent, name)
+        if not m or not os.path.isdir(path) or (m.group(3) or host) == host and _alive(int(m.group(2))):
+            continue
+        if (m.group(3) or host) != host:
+            print(f'note: {path} is the work of a prepare_data.py on {m.group(3)}; remove it if none runs there',
+                  file=sys.stderr)
+        elif m.group(1) == 'old' and not os.path.exists(dest):
+            os.replace(path, dest)
+            print(f'note: put back {dest}, set aside by a prepare_data.py (pid {m.group(2)}) that was killed', file=sys.stderr)
+        else:
+            shutil.rmtree(path)
+            if not quiet:
+                print(f'removed {path}, left by a prepare_data.py (pid {m.group(2)}) that was killed')
+
+
+def _write_file(path, write):
+    """write(f) into path; a failed write (a full disk) names the file."""
+    try:
+        with open(path, 'wb') as f:
+            write(f)
+    except OSError as e:
+        e.filename = e.filename or path
+        raise
+
+
 def _write(dest, tokens, answers, meta, quiet, cap=None):
-    """The dataset in a new folder beside dest (.NAME.new<pid>), meta.json last, then swapped in
-    for dest whole: a failure or Ctrl-C part-way leaves the previous dataset as it was. tokens:
-    split -> iterator of uint16 arrays; cap: train.bin stops after this many tokens (the rest is
-    never encoded)."""
-    parent, name = os.path.split(os.path.abspath(dest))
-    new, old = os.path.join(parent, f'.{name}.new{os.getpid()}'), os.path.join(parent, f'.{name}.old{os.getpid()}')
+    """The dataset in a new folder beside dest (.NAME.new<pid>@<host>), meta.json last, then swapped
+    in for dest whole: a failure, Ctrl-C or SIGTERM part-way leaves the previous dataset as it was,
+    and a reader that holds the previous files open keeps reading them (they are renamed and
+    unlinked, never written). tokens: split -> iterator of uint16 arrays; cap: train.bin stops
+    after this many tokens (the rest is never encoded)."""
+    parent, name = os.path.split(os.path.realpath(dest))   # a linked folder is replaced where it lives
+    dest = os.path.join(parent, name)
+    _remove_stale(parent, name, quiet)
+    tag = f'{os.getpid()}@{socket.gethostname()}'
+    new, old = os.path.join(parent, f'.{name}.new{tag}'), os.path.join(parent, f'.{name}.old{tag}')
     os.makedirs(new)
     try:
         for s in ('train', 'val', 'test'):
             if s not in tokens:
                 continue
             n = 0
-            with open(os.path.join(new, f'{s}.bin'), 'wb') as f, \
-                    tqdm(desc=f'{name}/{s}.bin', unit='tok', unit_scale=True, disable=quiet) as bar:
-                for ids in tokens[s]:
-                    if s == 'train' and cap:
-                        ids = ids[:cap - n]
-                    ids.tofile(f)
-                    n += len(ids)
-                    bar.update(len(ids))
-                    if s == 'train' and n == cap:
-                        break
+
+            def write(f):
+                nonlocal n
+                with tqdm(desc=f'{name}/{s}.bin', unit='tok', unit_scale=True, disable=quiet) as bar:
+                    for ids in tokens[s]:
+                        if s == 'train' and cap:
+                            ids = ids[:cap - n]
+                        f.write(np.ascontiguousarray(ids, dtype=np.uint16).data)   # tofile's errors lack errno
+                        n += len(ids)
+                        bar.update(len(ids))
+                        if s == 'train' and n == cap:
+                            break
+            _write_file(os.path.join(new, f'{s}.bin'), write)
             if n < 2:
                 raise DataError(f'the {s} split has {n} tokens; the input is too small to split'
                                 + (f' ({dest} is unchanged)' if os.path.isdir(dest) else ''))
             if s in answers:
-                answers[s].tofile(os.path.join(new, f'{s}_answers.bin'))
+                _write_file(os.path.join(new, f'{s}_answers.bin'), lambda f: f.write(answers[s].tobytes()))
             meta[f'{s}_tokens'] = n
-        with open(os.path.join(new, 'meta.json'), 'w') as f:
-            json.dump(meta, f, indent=1, ensure_ascii=False)
+        _write_file(os.path.join(new, 'meta.json'),
+                    lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode('utf-8')))
         if os.path.isdir(dest):
             os.replace(dest, old)
         try:
@@ -711,8 +783,25 @@ def _write(dest, tokens, answers, meta, quiet, cap=None):
         print(f'wrote {dest}: {meta["tokenizer"]} tokenizer, vocab_size {meta["vocab_size"]}, tokens: {counts}')
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message):   # one line, not argparse's usage block
+        print(f'error: {message} (see python prepare_data.py --help)', file=sys.stderr)
+        sys.exit(2)
+
+
+STOPPED_BY = None   # the signal that stopped the command line
+
+
+def _stop(signum, frame):   # SIGTERM (a scheduler), SIGHUP (a closed terminal): Ctrl-C's path
+    global STOPPED_BY
+    STOPPED_BY = signum
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description='Prepare a dataset: data/<name>/{train,val}.bin + meta.json '
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop)
+    p = Parser(description='Prepare a dataset: data/<name>/{train,val}.bin + meta.json '
                                             '(see the docstring of prepare_data.py).')
     p.add_argument('name', help=f'{", ".join(SOURCES)}, or any name with --input FILE')
     p.add_argument('--tokenizer', choices=TOKENIZERS, help='default: the source\'s (char for a custom NAME)')
@@ -730,12 +819,23 @@ def main(argv=None):
     args = p.parse_args(argv)
     try:
         prepare(**vars(args))
-    except (DataError, OSError) as e:
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            print(f'error: {e}', file=sys.stderr)
+            sys.exit(2)
+        free = shutil.disk_usage(args.out_dir if os.path.isdir(args.out_dir) else '.').free
+        print(f'error: no space left on the device ({errno.errorcode[e.errno]}) writing {e.filename or args.out_dir}: '
+              f'{free / 2**20:,.1f} MiB free there; free some space and run the same command again (a previous '
+              f'dataset there is unchanged, a download resumes)', file=sys.stderr)
+        sys.exit(2)
+    except DataError as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt as e:   # _write swaps a dataset in only whole
-        print(f"interrupted: {e.args[0] if e.args else 'any previous dataset there is unchanged'}", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as e:   # _write swaps a dataset in only whole, and removes its work folder
+        name = signal.Signals(STOPPED_BY).name if STOPPED_BY else 'Ctrl-C'
+        print(f"interrupted ({name}): {e.args[0] if e.args else 'any previous dataset there is unchanged'}",
+              file=sys.stderr)
+        sys.exit(128 + (STOPPED_BY or signal.SIGINT))
 
 
 if __name__ == '__main__':

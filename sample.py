@@ -25,11 +25,11 @@ import torch.nn.functional as F
 
 from configurator import ConfigError, check, parse_args, tokenizer_problem
 from prepare_data import DataError, get_tokenizer
-from models import check_device, check_knobs, knob_names, load_checkpoint, resolve_device
+from models import DEPTH_KNOBS, check_device, check_knobs, knob_names, load_checkpoint, resolve_device
 
 DEFAULTS = dict(
     out_dir='out',
-    start='\n',                # text, or FILE:path
+    start='\n',                # text, or FILE:path (FILE:/dev/stdin reads standard input)
     num_samples=1,
     max_new_tokens=200,
     temperature=0.8,           # 0: greedy
@@ -44,6 +44,7 @@ DEFAULTS = dict(
     candidates='',             # causal infill: '|'-separated candidate spans
     num_candidates=16,         # causal infill: spans sampled when no candidates are given
     span_tokens=8,             # causal infill: length of a sampled span
+    max_depth=1000,            # a loop depth (num_recur, Ts) above this stops with a line: raise it to run deeper
 )
 
 
@@ -170,6 +171,14 @@ def check_length(model, n, what):
                           f"({rows} rows): shorten it")
 
 
+def check_depth(knobs, max_depth):
+    """A loop depth far beyond any trained one runs for hours without a word: stop and say how to ask for it."""
+    for k in DEPTH_KNOBS:
+        if isinstance(knobs.get(k), int) and knobs[k] > max_depth:
+            raise ConfigError(f"{k}={knobs[k]} runs the loop {knobs[k]} times per token, above max_depth={max_depth}: "
+                              f"pass --max_depth={knobs[k]} to run it anyway")
+
+
 def check_args(args):
     """Option values sample.py cannot use stop here with what is accepted."""
     for k in ('num_samples', 'num_candidates', 'span_tokens'):
@@ -186,6 +195,8 @@ def check_args(args):
         raise ConfigError(f"device must be auto, cpu, cuda, cuda:N or mps, got {args['device']!r}")
     if args['device'] not in (None, 'auto'):
         check_device(args['device'])
+    if args['max_depth'] < 1:
+        raise ConfigError(f"max_depth must be >= 1, got {args['max_depth']!r}")
 
 
 def best_device():
@@ -227,9 +238,11 @@ def main(argv):
             raise ConfigError(f"unknown key(s) {', '.join(bad)}: neither a sample.py key ({', '.join(DEFAULTS)}) "
                               f"nor a knob of the {ckpt['model_name']} model ({', '.join(knob_names(model)) or 'none'})")
         check_knobs(knobs)
+        check_depth(knobs, args['max_depth'])
         if ckpt['config'].get('causal', True) is False:
             raise ConfigError(f"{args['out_dir']} was trained with causal=False, a bidirectional encoder and never a "
-                              f"generator, and sample.py reads causally: fill its holes with python -m tools.eval --battery")
+                              f"generator, and sample.py reads causally: fill its holes with "
+                              f"python -m tools.eval --out_dir={args['out_dir']} --battery=True")
         meta = ckpt.get('meta')
         if not isinstance(meta, dict) or 'tokenizer' not in meta:
             raise ConfigError(f"the checkpoint in {args['out_dir']} carries no tokenizer (meta['tokenizer']): "
@@ -247,8 +260,10 @@ def main(argv):
         start = args['start']
         if start.startswith('FILE:'):
             path = start[5:]
-            if not os.path.isfile(path):
+            if not os.path.exists(path):   # a pipe such as /dev/stdin is read as a file
                 raise ConfigError(f"prompt file not found: {path}")
+            if os.path.isdir(path):
+                raise ConfigError(f"prompt file not found: {path} is a folder")
             try:
                 start = open(path, encoding='utf-8').read()
             except UnicodeDecodeError as e:
@@ -267,6 +282,10 @@ def main(argv):
             if 'holes' in knob_names(model):
                 mask_id = ckpt['config'].get('mask_id')
                 mask_id = meta.get('mask_id', meta['vocab_size']) if mask_id is None else mask_id
+                if mask_id >= model.config.vocab_size:
+                    raise ConfigError(f"the model has {model.config.vocab_size} embedding rows, no row for the MASK id "
+                                      f"{mask_id}, and a fine-tune cannot add one: train with holes from the start "
+                                      f"(train.py --p_fill=0.5 sizes the vocabulary for the MASK id)")
                 for _ in range(args['num_samples']):
                     print(infill_holes(model, encode, decode, parts, mask_id, args, g, knobs, dev))
                     print('---------------')

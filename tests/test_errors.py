@@ -400,3 +400,319 @@ def test_compare_across_datasets_warns(workspace):
                        cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
     assert p.returncode == 0, p.stderr
     assert 'trained on different datasets (synthetic, tiny)' in p.stderr and '| dataset |' in p.stdout
+
+
+# ----------------------------------------------------------------------------- the tools' side
+# sample.py, prepare_data.py and tools.*: --help, one line per mistake, signals, results kept whole
+
+def drive_scripts(table_path):
+    """Each case [script, args, stdin] run as `python script args` (`python -m` for a module) runs it,
+    in a forked child of this process, which imported torch and the tools' modules once; a child that
+    starts a subprocess (tools.results' training) fails. Prints [exit code, stdout, stderr] per case."""
+    import runpy
+    import subprocess
+    import traceback
+    import sample                    # noqa: F401  the children's imports, once
+    import tools.eval                # noqa: F401
+    import tools.bench               # noqa: F401
+    import tools.results             # noqa: F401
+
+    def refuse(*a, **k):
+        raise RuntimeError(f'started a subprocess: {a[0] if a else k}')
+    results = []
+    for k, (script, args, stdin) in enumerate(json.load(open(table_path))):
+        out, err = f'{table_path}.{k}.out', f'{table_path}.{k}.err'
+        open(f'{table_path}.{k}.in', 'w').write(stdin or '')
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            for fd, path, flags in ((0, f'{table_path}.{k}.in', os.O_RDONLY), (1, out, os.O_WRONLY | os.O_CREAT),
+                                    (2, err, os.O_WRONLY | os.O_CREAT)):
+                os.dup2(os.open(path, flags), fd)
+            subprocess.Popen = refuse
+            sys.argv = [script, *args]
+            code = 0
+            try:
+                if script.endswith('.py'):
+                    runpy.run_path(os.path.join(ROOT, script), run_name='__main__')
+                else:
+                    sys.modules.pop(script, None)   # run afresh as __main__, as `python -m` does
+                    runpy.run_module(script, run_name='__main__', alter_sys=True)
+            except SystemExit as e:
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
+                code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        results.append([os.waitstatus_to_exitcode(status), open(out).read(), open(err).read()])
+    print(json.dumps(results))
+
+
+def run_table(d, table, name):
+    """[(script, args, stdin, exit code, words in stdout (code 0) or in the one line on stderr)] -> failures."""
+    path = d / f'{name}.json'
+    path.write_text(json.dumps([[s, [str(a) for a in args], stdin] for s, args, stdin, _, _ in table]))
+    p = run_script('-c', 'import sys; sys.path[:0] = ["tests", "."]; import test_errors; '
+                   'test_errors.drive_scripts(sys.argv[1])', path, timeout=600)
+    bad = []
+    for (script, args, stdin, code, msg), (got, out, err) in zip(table, json.loads(p.stdout.strip().splitlines()[-1])):
+        lines = err.strip().splitlines()
+        ok = got == code and 'Traceback' not in err and (
+            msg in out if code == 0 else len(lines) == 1 and lines[0].startswith('error: ') and msg in err)
+        if not ok:
+            bad.append(f"{script} {' '.join(map(str, args))}\n  exit {got}, stdout {out[-500:]!r}\n  stderr: {err[-1500:]}"
+                       f"\n  wanted: exit {code}, {msg!r}")
+    return bad
+
+
+@pytest.fixture(scope='module')
+def tools_workspace(workspace):
+    """workspace, plus a FON trained on characters (no MASK row), a copy of tiny and a dataset whose
+    char map permutes tiny's, a run whose log.jsonl is a folder and a whole sweep result of the parcae run."""
+    d = workspace
+    run_script('train.py', f'--data_dir={d}/data', *BARE, '--model=fon', '--n_layer=1', '--n_embd=16', '--n_taps=2',
+               '--max_delay=7', '--n_ripple=1', '--ripple_widths=(4,)', '--addr_window=4', f'--out_dir={d}/fon')
+    meta = json.loads((d / 'data' / 'tiny' / 'meta.json').read_text())
+    for name in ('same', 'other'):
+        (d / 'data' / name).mkdir()
+        for split in ('train', 'val'):
+            (d / 'data' / name / f'{split}.bin').write_bytes((d / 'data' / 'tiny' / f'{split}.bin').read_bytes())
+        (d / 'data' / name / 'meta.json').write_text(json.dumps(meta))
+        meta['itos'] = meta['itos'][::-1]
+        meta['stoi'] = {c: i for i, c in enumerate(meta['itos'])}
+    (d / 'logdir').mkdir()
+    for name in ('ckpt.pt', 'config.json'):
+        (d / 'logdir' / name).write_bytes((d / 'run' / name).read_bytes())
+    (d / 'logdir' / 'log.jsonl').mkdir()
+    (d / 'parcae' / 'eval').mkdir(exist_ok=True)
+    (d / 'parcae' / 'eval' / 'sweep_num_recur.json').write_text('{"values": [1, 2], "whole": true}')
+    return d
+
+
+def test_every_script_answers_help_and_says_a_mistake_in_one_line(tools_workspace):
+    d = tools_workspace
+    run, fon, parcae = f'--out_dir={d}/run', f'--out_dir={d}/fon', f'--out_dir={d}/parcae'
+    sweep = d / 'parcae' / 'eval' / 'sweep_num_recur.json'
+    before = digest(sweep)
+    table = [   # --help: the usage on stdout, exit 0, nothing started (tools.results would start its training)
+        ('sample.py', ['--help'], None, 0, 'Generate or infill text with a trained model.'),
+        ('prepare_data.py', ['--help'], None, 0, 'usage: prepare_data.py'),
+        ('tools.eval', ['--help'], None, 0, 'Evaluate a checkpoint'),
+        ('tools.bench', ['--help'], None, 0, 'Speed and memory of every model'),
+        ('tools.results', ['parcae', '--help'], None, 0, "Each paper's claim at a scale a CPU can run"),
+        ('tools.results', ['--help'], None, 0, "Each paper's claim at a scale a CPU can run"),
+        ('tools.eval_fill', ['--help'], None, 0, "eval.py's hole-filling analyses"),
+        ('sample.py', [run, '--start=FILE:/dev/stdin', '--max_new_tokens=2'], 'the cat', 0, 'the cat'),
+        ('tools.eval', [run, '--dataset=same'], None, 0, f'wrote {d}/run/eval/same/score_val.json'),   # beside the run's own
+    ] + [(script, args, None, 2, msg) for script, args, msg in [
+        ('tools.results', ['nonsense'], "unknown paper 'nonsense' (usage: python -m tools.results {textnca|"),
+        ('tools.results', ['parcae', '--sedes=2'], "unknown option '--sedes=2'"),
+        ('tools.results', ['parcae', '--seeds'], '--seeds takes a value: --seeds=N'),
+        ('tools.bench', ['--modles=gpt'], "unknown config key 'modles' (did you mean: models?)"),
+        ('tools.eval', [run, '--bogus=1'], "unknown key 'bogus'"),
+        ('sample.py', [run, '--bogus=1'], 'unknown key(s) bogus'),
+        ('prepare_data.py', ['mine', '--tokenizer=nonsense'], "argument --tokenizer: invalid choice: 'nonsense'"),
+        ('prepare_data.py', ['mine', '--bogus'], 'unrecognized arguments: --bogus'),
+        ('prepare_data.py', [], 'the following arguments are required: name'),
+        ('tools.eval_fill', [run], 'run them with python -m tools.eval --out_dir=RUN --infill=True'),
+        # a FON trained on characters has no MASK row: sample.py says what tools.eval says
+        ('sample.py', [fon, '--infill=True', '--start=the [MASK] sat'], 'has 17 embedding rows, no row for the MASK id 17'),
+        ('tools.eval', [fon, '--infill=True'], 'has 17 embedding rows, no row for the MASK id 17'),
+        # unbounded work needs asking for by name
+        ('sample.py', [parcae, '--num_recur=1000000000'],
+         'num_recur=1000000000 runs the loop 1000000000 times per token, above max_depth=1000: pass --max_depth=1000000000'),
+        ('sample.py', [run, '--max_depth=0'], 'max_depth must be >= 1, got 0'),
+        ('tools.eval', [parcae, '--num_recur=1000000000'], 'above max_depth=1000: pass --max_depth=1000000000'),
+        ('tools.eval', [parcae, '--sweep=num_recur=1..100000'],
+         'has 100000 points (above max_points=64) and depths up to 100000 (above max_depth=1000): '
+         'pass --max_points=100000 --max_depth=100000'),
+        ('tools.eval', [parcae, '--sweep=num_recur=1..65'], 'pass --max_points=65 to run it anyway'),
+        ('tools.eval', [parcae, '--sweep=num_recur=5..1'], 'the range 5..1 is empty'),
+        ('tools.eval', [run, '--dataset=other'], "other/meta.json does not match the vocabulary this checkpoint was "
+                                                 "trained with (dataset 'tiny'): char map: the same characters with other ids"),
+        ('tools.eval', ['--compare', f'{d}/run', f'{d}/logdir', f'--out={d}/cmp2'], 'logdir/log.jsonl is not a file'),
+        ('tools.bench', ['--decode=True', '--max_context=0'], 'max_context must be a positive integer'),
+        ('tools.bench', ['--decode=True', '--max_context=100'], 'is <= max_context=100: pass --contexts=100'),
+        ('tools.bench', [f'--json={d}'], 'is a folder; name a file for the records'),
+        ('sample.py', [run, f'--start=FILE:{d}'], 'is a folder'),
+    ]]
+    bad = run_table(d, table, 'tools_table')
+    assert not bad, '\n'.join(bad)
+    assert digest(sweep) == before and sorted(os.listdir(sweep.parent)) == ['sweep_num_recur.json']
+    assert os.listdir(d / 'run' / 'eval') == ['same']    # the refused eval on other data wrote nothing
+
+
+def test_a_stopped_sweep_keeps_the_last_whole_result(tools_workspace, monkeypatch, capsys):
+    from tools import eval as evaluate
+    d = tools_workspace
+    sweep = d / 'parcae' / 'eval' / 'sweep_num_recur.json'
+    before = digest(sweep)
+    score, calls = evaluate.Evaluator.score, []
+
+    def stop_at_the_second(self, *a, **k):
+        calls.append(k)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return score(self, *a, **k)
+    monkeypatch.setattr(evaluate.Evaluator, 'score', stop_at_the_second)
+    with pytest.raises(SystemExit) as e:
+        evaluate.main([f'--out_dir={d}/parcae', '--sweep=num_recur=1..3'])
+    assert e.value.code == 130 and 'sweep_*.partial.json' in capsys.readouterr().err
+    assert digest(sweep) == before    # the whole result of before, not a partial one
+    part = json.loads((sweep.parent / 'sweep_num_recur.partial.json').read_text())
+    assert part['values'] == [1] and part['partial']
+    monkeypatch.setattr(evaluate.Evaluator, 'score', score)
+    evaluate.main([f'--out_dir={d}/parcae', '--sweep=num_recur=1..3'])
+    assert json.loads(sweep.read_text())['values'] == [1, 2, 3]
+    assert sorted(os.listdir(sweep.parent)) == ['sweep_num_recur.json', 'sweep_num_recur.png']
+
+
+SLOW_PREPARE = ('import sys, time\nimport prepare_data as P\nids = P._char_ids\n'
+                'def slow(*a):\n    print("WRITING", flush=True)\n    time.sleep(60)\n    return ids(*a)\n'
+                'P._char_ids = slow\nP.main(sys.argv[1:])')
+
+
+def prepare_until_writing(text, out):
+    """prepare_data.py mine --input text --out_dir out, in a child that stops for a minute inside its writing."""
+    import subprocess
+    p = subprocess.Popen([sys.executable, '-c', SLOW_PREPARE, 'mine', '--input', str(text), '--out_dir', str(out)],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == 'WRITING\n'
+    return p
+
+
+def test_a_signalled_prepare_removes_its_work_and_a_killed_ones_is_removed_later(tmp_path):
+    import signal
+    import socket
+    import prepare_data
+    text = tmp_path / 'in.txt'
+    text.write_text('the cat sat on the mat.\n' * 200)
+    out = tmp_path / 'data'
+    prepare_data.prepare('mine', input=str(text), out_dir=str(out), quiet=True)
+    before = {f: digest(out / 'mine' / f) for f in os.listdir(out / 'mine')}
+    for sig, code in ((signal.SIGTERM, 143), (signal.SIGHUP, 129)):   # a scheduler; a closed terminal
+        p = prepare_until_writing(text, out)
+        assert [f for f in os.listdir(out) if f.startswith('.mine.new')]    # at work
+        p.send_signal(sig)
+        err = p.communicate(timeout=60)[1]
+        lines = [ln for ln in err.strip().splitlines() if 'tok/s' not in ln]      # but the progress bar
+        assert p.returncode == code and 'Traceback' not in err, err
+        assert lines == [f'interrupted ({sig.name}): any previous dataset there is unchanged'], err
+        assert sorted(os.listdir(out)) == ['mine'] and {f: digest(out / 'mine' / f) for f in before} == before
+    p = prepare_until_writing(text, out)
+    p.kill()                        # kill -9: nothing runs on the way out
+    p.communicate(timeout=60)
+    left = [f for f in os.listdir(out) if f.startswith('.mine.new')]
+    assert len(left) == 1 and left[0].endswith(f'{p.pid}@{socket.gethostname()}')
+    busy = out / f'.mine.new1@{socket.gethostname()}'                 # a live process's work (init's)
+    elsewhere = out / '.mine.new1@another-host'                       # another machine's: it may be writing
+    for folder in (busy, elsewhere):
+        folder.mkdir()
+    mine_too = out / '.mine.keep'
+    mine_too.mkdir()                # not a work folder's name
+    prepare_data.prepare('mine', input=str(text), out_dir=str(out), quiet=True)
+    assert sorted(os.listdir(out)) == sorted(['mine', busy.name, elsewhere.name, mine_too.name])
+
+
+def test_a_dataset_set_aside_by_a_killed_swap_is_put_back(tmp_path):
+    import socket
+    import prepare_data
+    text = tmp_path / 'in.txt'
+    text.write_text('the cat sat on the mat.\n' * 200)
+    out = tmp_path / 'data'
+    prepare_data.prepare('mine', input=str(text), out_dir=str(out), quiet=True)
+    before = {f: digest(out / 'mine' / f) for f in os.listdir(out / 'mine')}
+    # killed between the swap's two renames: the previous dataset sits aside, no data/mine
+    os.replace(out / 'mine', out / f'.mine.old999999999@{socket.gethostname()}')
+    with pytest.raises(prepare_data.DataError, match='too small to split'):
+        prepare_data.prepare('mine', input=str(text), out_dir=str(out), quiet=True, val_frac=0.0001)
+    assert sorted(os.listdir(out)) == ['mine'] and {f: digest(out / 'mine' / f) for f in before} == before
+
+
+def test_a_reader_keeps_the_dataset_it_opened_while_prepare_replaces_it(tmp_path):
+    import prepare_data
+    a, b = tmp_path / 'a.txt', tmp_path / 'b.txt'
+    a.write_text('the cat sat on the mat.\n' * 200)
+    b.write_text('A DOG RAN TO IT!\n' * 300)
+    out = str(tmp_path / 'data')
+    prepare_data.prepare('mine', input=str(a), out_dir=out, quiet=True)
+    train = np.memmap(os.path.join(out, 'mine', 'train.bin'), dtype=np.uint16, mode='r')
+    val = open(os.path.join(out, 'mine', 'val.bin'), 'rb')
+    old, old_val = train.copy(), open(os.path.join(out, 'mine', 'val.bin'), 'rb').read()
+    prepare_data.prepare('mine', input=str(b), out_dir=out, quiet=True)
+    assert len(np.fromfile(os.path.join(out, 'mine', 'train.bin'), dtype=np.uint16)) != len(old)   # replaced
+    assert np.array_equal(train, old) and val.read() == old_val      # what the reader opened is still there
+
+
+def test_prepare_onto_a_full_disk_names_enospc_the_file_and_the_free_space(tmp_path, monkeypatch, capsys):
+    import builtins
+    import errno
+    import prepare_data
+    text = tmp_path / 'in.txt'
+    text.write_text('the cat sat on the mat.\n' * 2000)
+    out = tmp_path / 'data'
+    prepare_data.prepare('mine', input=str(text), out_dir=str(out), quiet=True)
+    before = {f: digest(out / 'mine' / f) for f in os.listdir(out / 'mine')}
+
+    class Full:      # a file that takes 4096 bytes, then the disk is full
+        def __init__(self, f):
+            self.f, self.n = f, 0
+
+        def write(self, b):
+            self.n += memoryview(b).nbytes
+            if self.n > 4096:
+                raise OSError(errno.ENOSPC, 'No space left on device')
+            return self.f.write(b)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+    monkeypatch.setattr(prepare_data, 'open', lambda path, mode='r', **k: Full(builtins.open(path, mode, **k))
+                        if 'w' in mode else builtins.open(path, mode, **k), raising=False)
+    monkeypatch.setattr(prepare_data.signal, 'signal', lambda *a: None)    # main's handlers: not in pytest's process
+    with pytest.raises(SystemExit) as e:
+        prepare_data.main(['mine', '--input', str(text), '--out_dir', str(out)])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.strip().splitlines() if 'tok/s' not in ln]
+    assert e.value.code == 2 and len(lines) == 1, err
+    assert re.fullmatch(r'error: no space left on the device \(ENOSPC\) writing \S+/data/\.mine\.new\d+@\S+/train\.bin: '
+                        r'[\d,]+\.\d MiB free there; free some space and run the same command again .*', lines[0]), err
+    assert sorted(os.listdir(out)) == ['mine'] and {f: digest(out / 'mine' / f) for f in before} == before
+
+
+def test_prepare_replaces_only_a_folder_of_its_own_and_a_linked_one_where_it_lives(tmp_path):
+    import prepare_data
+    text = tmp_path / 'in.txt'
+    text.write_text('the cat sat on the mat.\n' * 200)
+    out = tmp_path / 'data'
+    (out / 'mine').mkdir(parents=True)
+    (out / 'mine' / 'input.txt').write_text('a nanoGPT-style folder: the text beside the tokens')
+    (out / 'mine' / 'train.bin').write_bytes(b'\0\0')
+    with pytest.raises(prepare_data.DataError, match=r'mine holds files prepare_data.py did not write \(input.txt\)'):
+        prepare_data.prepare('mine', input=str(text), out_dir=str(out), quiet=True)
+    assert sorted(os.listdir(out / 'mine')) == ['input.txt', 'train.bin']
+    big = tmp_path / 'big'
+    prepare_data.prepare('mine', input=str(text), out_dir=str(big), quiet=True)
+    (tmp_path / 'linked').mkdir()
+    os.symlink(big / 'mine', tmp_path / 'linked' / 'mine')   # data/NAME -> a folder on a bigger disk
+    prepare_data.prepare('mine', input=str(text), out_dir=str(tmp_path / 'linked'), quiet=True)
+    assert os.path.islink(tmp_path / 'linked' / 'mine') and sorted(os.listdir(big)) == ['mine']
+    assert sorted(os.listdir(big / 'mine')) == ['meta.json', 'train.bin', 'val.bin']
+
+
+def test_the_offline_hint_repeats_the_command_with_its_tokenizer_and_folder(tmp_path):
+    import prepare_data
+    from test_prepare_data import closed_port
+    out = tmp_path / 'elsewhere'
+    with pytest.raises(prepare_data.DataError) as e:
+        prepare_data.prepare('wikitext103', tokenizer='byte', out_dir=str(out), url=f'http://127.0.0.1:{closed_port()}',
+                             quiet=True)
+    assert f'python prepare_data.py wikitext103 --tokenizer byte --out_dir {out} --input FILE' in str(e.value)

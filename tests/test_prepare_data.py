@@ -250,7 +250,7 @@ def test_checksum_mismatch(server, tmp_path, monkeypatch):
 
 def test_server_down_names_input(tmp_path):
     p = cli('shakespeare_char', '--url', f'http://127.0.0.1:{closed_port()}', '--out_dir', tmp_path)
-    assert_clean_error(p, 'download of', 'failed', 'python prepare_data.py shakespeare_char --input FILE')
+    assert_clean_error(p, 'download of', 'failed', f'python prepare_data.py shakespeare_char --out_dir {tmp_path} --input FILE')
     assert len(p.stderr.strip().splitlines()) == 1
     with pytest.raises(P.DataError, match='--input FILE'):
         P.download(f'http://127.0.0.1:{closed_port()}/x', str(tmp_path / 'x'), name='enwik8', quiet=True)
@@ -569,14 +569,14 @@ def test_a_failed_or_interrupted_prepare_keeps_the_previous_dataset(tmp_path, mo
 
 
 class _Stop:
-    """An id array whose tofile is interrupted."""
+    """An id array whose writing is interrupted."""
     def __len__(self):
         return 0
 
     def __getitem__(self, k):
         return self
 
-    def tofile(self, f):
+    def __array__(self, *a, **k):
         raise KeyboardInterrupt
 
 

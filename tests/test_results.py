@@ -166,16 +166,19 @@ def test_stability_reads_the_largest_rise_after_warmup(tmp_path):
     assert s['rho_max'] == pytest.approx(0.5 + 14 / 100) and s['norm_end'] == 10.0
 
 
-def test_a_missing_dataset_is_one_line(tmp_path, monkeypatch):
+def test_a_missing_dataset_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(results, 'ROOT', str(tmp_path))
     with pytest.raises(SystemExit) as e:
         results.main(['workspace'])
-    assert str(e.value).startswith('no data/shakespeare_byte: run python prepare_data.py shakespeare --tokenizer byte')
+    assert e.value.code == 2
+    assert capsys.readouterr().err.startswith(
+        'error: no data/shakespeare_byte: run python prepare_data.py shakespeare --tokenizer byte')
     os.makedirs(tmp_path / 'data' / 'shakespeare_char')
     (tmp_path / 'data' / 'shakespeare_char' / 'train.bin').write_bytes(b'')
     with pytest.raises(SystemExit) as e:     # parcae's battery setting needs the battery too
         results.main(['parcae'])
-    assert str(e.value) == 'no data/synthetic: run python prepare_data.py synthetic first'
+    assert e.value.code == 2
+    assert capsys.readouterr().err == 'error: no data/synthetic: run python prepare_data.py synthetic first\n'
 
 
 def test_textnca_controls_and_the_receptive_field_of_the_schedule_runs():

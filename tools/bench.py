@@ -68,6 +68,7 @@ import configurator
 from configurator import ConfigError, check, parse_args
 from models import (MODELS, build_model, configure_optimizers, model_classes, model_fields, peak_flops,
                     resolve_config, resolve_device, use_tf32)
+from tools.report import write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo
 
@@ -94,7 +95,7 @@ gpu_check = False
 gpu_check_worker = ''    # internal: one model of the GPU check (a config path)
 warm_jobs = 3            # GPU check: models compiling at once
 seed = 1337
-DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, tuple, type(None)))}
+DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and not k.isupper() and isinstance(v, (int, float, bool, str, tuple, type(None)))}
 
 
 # the GPU check's models at a paper shape, the reference first; and the shape a CPU runs them at
@@ -633,10 +634,20 @@ def main(argv):
         opt = {**DEFAULTS, **check(given, DEFAULTS)}
         if opt['models'] and files:
             raise ConfigError("give either --models or config files, not both")
-        for k in ('batch_size', 'block_size'):
-            if opt[k] is not None and (not isinstance(opt[k], int) or opt[k] < 1):
-                raise ConfigError(f"{k} must be a positive integer, got {opt[k]!r}")
+        for k in ('batch_size', 'block_size', 'max_context'):
+            if opt[k] is not None and (not isinstance(opt[k], int) or isinstance(opt[k], bool) or opt[k] < 1):
+                raise ConfigError(f"{k} must be a positive integer" + (" (None: 8192 on CUDA, 2048 on CPU)"
+                                  if k == 'max_context' else "") + f", got {opt[k]!r}")
+        if opt['json_path'] and os.path.isdir(opt['json_path']):
+            raise ConfigError(f"--json={opt['json_path']} is a folder; name a file for the records")
         dev, ptdtype, ctx = resolve_device(opt['device'], opt['dtype'])
+        cap = opt['max_context'] or (8192 if dev.startswith('cuda') else 2048)
+        if isinstance(opt['contexts'], int):   # --contexts=1024: one length
+            opt['contexts'] = (opt['contexts'],)
+        lengths = [int(L) for L in opt['contexts'] if int(L) <= cap]
+        if opt['decode'] and not lengths:
+            raise ConfigError(f"no context of contexts={opt['contexts']} is <= max_context={cap}: "
+                              f"pass --contexts={cap} or raise --max_context")
         if opt['gpu_check_worker']:
             return check_worker(opt['gpu_check_worker'], opt)
         if opt['gpu_check']:
@@ -654,8 +665,6 @@ def main(argv):
           f"{torch.get_num_threads()} threads")
 
     if opt['decode']:
-        cap = opt['max_context'] or (8192 if dev.startswith('cuda') else 2048)
-        lengths = [int(L) for L in opt['contexts'] if int(L) <= cap]
         records = []
         for name, cfg in configs:
             cls, _ = model_classes(cfg['model'])
@@ -695,8 +704,7 @@ def main(argv):
             ('peak MB', lambda r: f"{r['peak_mem_mb']:.1f}"), ('GFLOP/s', lambda r: f"{r['flops_per_s'] / 1e9:.1f}"),
             ('MFU', lambda r: f"{100 * r['mfu']:.1f}%")]))
     if opt['json_path']:
-        with open(opt['json_path'], 'w') as f:
-            json.dump(records, f, indent=1)
+        write_text(opt['json_path'], json.dumps(records, indent=1))
         print(f"wrote {opt['json_path']}")
     return records
 

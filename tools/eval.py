@@ -36,6 +36,7 @@ import json
 import math
 import os
 import sys
+import time
 import zlib
 
 import numpy as np
@@ -59,6 +60,8 @@ data_dir = None          # None: the checkpoint's
 dataset = None           # None: the checkpoint's
 stream = False           # score the whole split stream block by block
 sweep = ''               # 'KNOB=V1,V2,...' or 'KNOB=A..B'
+max_points = 64          # a sweep of more points stops with a line: raise it to run a longer one
+max_depth = 1000         # a loop depth (num_recur, Ts) above this stops with a line: raise it to run deeper
 fit = False              # fit L(T) = L_inf + Z exp(-z T) to the sweep (always for num_recur)
 extrapolate = None       # 256,512,1024,2048 (lengths), or True for 1, 2, 4, 8 x the training length
 infill = False
@@ -109,11 +112,14 @@ def parse_values(text):
     import ast
     text = str(text)
     if '..' in text and ',' not in text:
-        a, b = text.split('..')
+        a, b = text.split('..', 1)
         try:
-            return list(range(int(a), int(b) + 1))
+            a, b = int(a), int(b)
         except ValueError:
             raise ConfigError(f"expected a range A..B of integers, got {text!r}")
+        if a > b:
+            raise ConfigError(f"the range {text} is empty: A..B runs from A up to B (A <= B), e.g. {b}..{a}")
+        return list(range(a, b + 1))
     vals = []
     for v in text.strip('()[] ').split(','):
         v = v.strip()
@@ -126,6 +132,15 @@ def parse_values(text):
     if not vals:
         raise ConfigError(f"no values in {text!r}")
     return vals
+
+
+def check_depth(knobs, max_depth):
+    """A loop depth far beyond any trained one runs for hours without a word: stop and say how to ask for it."""
+    for k in models.DEPTH_KNOBS:
+        if isinstance(knobs.get(k), int) and knobs[k] > max_depth:
+            raise ConfigError(f"{k}={knobs[k]} runs the loop {knobs[k]} times per token, above max_depth={max_depth}: "
+                              f"pass --max_depth={knobs[k]} to run it anyway")
+    return knobs
 
 
 # ----------------------------------------------------------------------------- the L(T) fit
@@ -203,6 +218,33 @@ def stream_batches(path, block_size, batch_size):
         yield xy[:, :-1].contiguous(), xy[:, 1:].contiguous()
 
 
+def symbols(meta):
+    """What the ids of a dataset's meta stand for: its tokenizer, vocab_size, BPE size and char map."""
+    itos, stoi = meta.get('itos'), meta.get('stoi')
+    if isinstance(itos, dict):
+        itos = [itos.get(str(i)) for i in range(len(itos))]
+    elif itos is None and isinstance(stoi, dict):
+        itos = sorted(stoi, key=stoi.get)
+    return {'tokenizer': meta.get('tokenizer'), 'vocab_size': meta.get('vocab_size'),
+            'bpe_vocab': meta.get('bpe_vocab'), 'itos': list(itos) if itos is not None else None}
+
+
+def check_vocabulary(saved, meta, where, trained_on):
+    """The data's ids mean what the checkpoint's did (its saved meta): another tokenizer or char map would
+    score (and write) numbers about other symbols."""
+    if not isinstance(saved, dict) or meta is saved:
+        return
+    a, b = symbols(saved), symbols(meta)
+    diff = [f"{k} {b[k]!r} (checkpoint: {a[k]!r})" for k in ('tokenizer', 'vocab_size', 'bpe_vocab') if a[k] != b[k]]
+    if not diff and a['itos'] is not None and b['itos'] is not None and a['itos'] != b['itos']:
+        gone, new = sorted(set(a['itos']) - set(b['itos'])), sorted(set(b['itos']) - set(a['itos']))
+        diff = [f"char map: {len(gone)} characters missing ({''.join(gone)[:20]!r}), {len(new)} new ({''.join(new)[:20]!r})"
+                if gone or new else "char map: the same characters with other ids"]
+    if diff:
+        raise ConfigError(f"{where}/meta.json does not match the vocabulary this checkpoint was trained with "
+                          f"(dataset '{trained_on}'): {', '.join(diff)}; its ids stand for other symbols")
+
+
 class Evaluator:
     """A loaded checkpoint with its data, device and knobs."""
 
@@ -218,8 +260,9 @@ class Evaluator:
             known = sorted(set(DEFAULTS) | set(self.knob_names))
             raise ConfigError(f"unknown key '{bad[0]}': not an eval.py key nor a knob of {self.name}'s forward "
                               f"(knobs: {', '.join(self.knob_names) or 'none'}; keys: {', '.join(known)})")
-        self.knobs = models.check_knobs(knobs)
+        self.knobs = check_depth(models.check_knobs(knobs), cfg['max_depth'])
         self.tcfg = dict(ckpt['config'])   # the full training config
+        self.trained_on = self.tcfg['dataset']
         self.iter_num = ckpt.get('iter_num')
         for k in ('batch_size', 'seed', 'data_dir', 'dataset', 'eval_iters'):
             if cfg[k] is not None:
@@ -236,6 +279,7 @@ class Evaluator:
             configurator.check_tokens(path, 1, self.vocab)
         mid = self.tcfg.get('mask_id')
         self.mask_id = mid if mid is not None else self.meta.get('mask_id', self.meta['vocab_size'])
+        check_vocabulary(ckpt.get('meta'), self.meta, f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}", self.trained_on)
         self.bytes = token_bytes(self.meta, self.vocab)
         self.accepts_holes = 'holes' in models.knob_names(self.model)
         # trained with causal=False (train.py): a masked-reconstruction encoder, scored at holes with full attention
@@ -331,7 +375,9 @@ class Evaluator:
                 'bits_per_byte': nll / math.log(2) / nbytes if nbytes else None, 'tokens': n, 'bytes': nbytes}
 
     def outpath(self, name):
-        d = self.opt['out'] or os.path.join(self.opt['out_dir'], 'eval')
+        # another dataset's scores go beside the run's own, never onto them
+        other = [self.tcfg['dataset']] if self.tcfg['dataset'] != self.trained_on else []
+        d = self.opt['out'] or os.path.join(self.opt['out_dir'], 'eval', *other)
         os.makedirs(d, exist_ok=True)
         return os.path.join(d, name)
 
@@ -364,17 +410,30 @@ def run_sweep(ev):
     values = parse_values(vals)
     for v in values:
         models.check_knobs({knob: v})
+    deepest = max(values) if knob in models.DEPTH_KNOBS else 0
+    over = [(f"{len(values)} points", f"max_points={ev.opt['max_points']}", f"--max_points={len(values)}")
+            ] if len(values) > ev.opt['max_points'] else []
+    over += [(f"depths up to {deepest}", f"max_depth={ev.opt['max_depth']}", f"--max_depth={deepest}")
+             ] if deepest > ev.opt['max_depth'] else []
+    if over:
+        raise ConfigError(f"--sweep={ev.opt['sweep']} has " + ' and '.join(f"{a} (above {b})" for a, b, _ in over)
+                          + f": pass {' '.join(c for _, _, c in over)} to run it anyway")
     split, rows = ev.opt['split'], []
 
     def table(done):
         return {'model': ev.name, 'split': split, 'protocol': ev.protocol(), 'knob': knob, 'values': values[:len(done)],
                 **{k: [r[k] for r in done] for k in ('loss', 'perplexity', 'bits_per_token', 'bits_per_byte', 'tokens')}}
+    partial = ev.outpath(f'sweep_{knob}.partial.json')
+    t0 = time.time()
     for i, v in enumerate(values):
         r = ev.score(split, **{knob: v})
         rows.append(r)
-        print(f"[{i + 1}/{len(values)}] {knob}={v}: loss {r['loss']:.4f}, perplexity {r['perplexity']:.3f}", flush=True)
-        if i + 1 < len(values):   # each point as it is measured: a stopped sweep keeps what it has
-            write_json(ev.outpath(f'sweep_{knob}.json'), {**table(rows), 'partial': True})
+        left = (time.time() - t0) / (i + 1) * (len(values) - i - 1)
+        print(f"[{i + 1}/{len(values)}] {knob}={v}: loss {r['loss']:.4f}, perplexity {r['perplexity']:.3f}"
+              + (f" (about {left:.0f} s to go)" if 0 < left < 120 else f" (about {left / 60:.0f} min to go)" if left
+                 else ''), flush=True)
+        if i + 1 < len(values):   # each point as it is measured: a stopped sweep keeps what it has, beside the last whole one
+            write_json(partial, {**table(rows), 'partial': True})
     res = table(rows)
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     if numeric and (knob == 'num_recur' or ev.opt['fit']):
@@ -398,6 +457,8 @@ def run_sweep(ev):
                 label=f"fit {f['L_inf']:.3f} + {f['Z']:.3f} exp(-{f['z']:.3f} {knob})")
     res['series'] = save_figure(fig, ax, ev.outpath(f'sweep_{knob}.png'))
     write_json(ev.outpath(f'sweep_{knob}.json'), res)
+    if os.path.exists(partial):
+        os.remove(partial)
     return res
 
 
@@ -533,6 +594,8 @@ def read_run(path):
     cfg = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}
     with torch.device('meta'):
         m = models.build_model(cfg['model'], cfg)
+    if os.path.exists(log_path) and not os.path.isfile(log_path):
+        raise ConfigError(f"{log_path} is not a file: a run's log is the file train.py appends to; move that aside")
     log = []
     for line in open(log_path) if os.path.isfile(log_path) else []:
         try:
@@ -596,7 +659,7 @@ def main(argv):
         given = parse_args(args)
         opt = {**DEFAULTS, **check(given.pick(DEFAULTS), DEFAULTS)}
         knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
-        for k in ('eval_iters', 'batch_size', 'battery_n'):
+        for k in ('eval_iters', 'batch_size', 'battery_n', 'max_points', 'max_depth'):
             if opt[k] is not None and (not isinstance(opt[k], int) or opt[k] < 1):
                 raise ConfigError(f"{k} must be a positive integer, got {opt[k]!r}")
         for k, kind in (('seed', int), ('data_dir', str), ('dataset', str)):
@@ -632,7 +695,7 @@ def main(argv):
     except OSError as e:    # a results folder that cannot be written
         configurator.fail(f"{e.filename}: {e.strerror}")
     except KeyboardInterrupt:
-        print("interrupted (a sweep keeps the points it measured in its sweep_*.json)", file=sys.stderr)
+        print("interrupted (a sweep keeps the points it measured in its sweep_*.partial.json)", file=sys.stderr)
         sys.exit(130)
     except TypeError as e:  # a knob value of the wrong kind for the model
         if not (knobs or opt['sweep']):

@@ -54,8 +54,9 @@ def run_infill(ev):
                           "was trained with causal=False (full attention): its hole loss is eval.py's score, "
                           "its fill the --battery")
     if ev.mask_id >= ev.vocab:
-        raise ConfigError(f"the model has {ev.vocab} embedding rows, no row for the MASK id {ev.mask_id}: "
-                          f"hole fine-tune it (train.py --p_fill=0.5) or train with a larger vocab_size")
+        raise ConfigError(f"the model has {ev.vocab} embedding rows, no row for the MASK id {ev.mask_id}, and a "
+                          f"fine-tune cannot add one: train with holes from the start (train.py --p_fill=0.5 sizes "
+                          f"the vocabulary for the MASK id)")
     pre, pre_note = pretrained_model(ev)
     hit = unholed = prior = n = 0
     hole_nll = 0.0
@@ -261,3 +262,12 @@ def compare_battery(evaluators, d):
     res['series'] = plot_battery('synthetic battery, fill mode', columns, rows, os.path.join(d, 'battery.png'))
     write_json(os.path.join(d, 'battery.json'), res)
     return res
+
+
+if __name__ == '__main__':   # the analyses run inside eval.py: say so, and how
+    import sys
+    if '-h' in sys.argv[1:] or '--help' in sys.argv[1:]:
+        print(__doc__.strip())
+        sys.exit(0)
+    configurator.fail("tools.eval_fill holds eval.py's hole-filling analyses; run them with "
+                      "python -m tools.eval --out_dir=RUN --infill=True (or --battery=True)")

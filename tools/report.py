@@ -31,9 +31,29 @@ def clean(x):
     return x
 
 
+def replace_with(path, write):
+    """write(tmp) a whole file beside path, then rename it onto path; a failure leaves path as it was."""
+    tmp = f'{path}.tmp'
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_text(path, text):
+    def write(tmp):
+        with open(tmp, 'w') as f:
+            f.write(text)
+    replace_with(path, write)
+
+
 def write_json(path, obj):
-    with open(path, 'w') as f:
-        json.dump(clean(obj), f, indent=1)
+    def write(tmp):
+        with open(tmp, 'w') as f:
+            json.dump(clean(obj), f, indent=1)
+    replace_with(path, write)
     print(f"wrote {path}")
 
 
@@ -56,8 +76,10 @@ def save_figure(fig, ax, path):
     if n > 1:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        replace_with(path, lambda tmp: fig.savefig(tmp, dpi=120, format=os.path.splitext(path)[1][1:] or 'png'))
+    finally:
+        plt.close(fig)
     print(f"wrote {path}")
     return n
 
@@ -123,8 +145,10 @@ def plot_log(out_dir, png):
     ax_lr.set_xlabel('tokens' if per else 'iteration (no config.json to count tokens)')
     ax_lr.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
+    try:
+        replace_with(png, lambda tmp: fig.savefig(tmp, dpi=120, format='png'))
+    finally:
+        plt.close(fig)
     print(f"wrote {png}")
 
 

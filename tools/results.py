@@ -35,6 +35,7 @@ from PIL import Image   # matplotlib's own dependency
 import torch
 
 from models import build_model
+from tools.report import replace_with, write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo
 PY = sys.executable
@@ -162,8 +163,15 @@ def run_dir(paper, name, seed):
     return os.path.join('out', 'results', paper + (f'-iters{ITERS}' if ITERS else ''), f'{slug}-s{seed}')
 
 
+def fail(msg):
+    print(f"error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
 def read_log(out):
     path = os.path.join(out, 'log.jsonl')
+    if os.path.exists(path) and not os.path.isfile(path):
+        fail(f"{path} is not a file: a run's log is the file train.py appends to; move that aside")
     return [json.loads(line) for line in open(path)] if os.path.isfile(path) else []
 
 
@@ -182,8 +190,7 @@ def train(args, out, seed, iters, upto=None):
     t0 = time.time()
     run_with_progress(cmd, out)
     seconds = time.time() - t0 + (done['seconds'] if done else 0)
-    json.dump({'seconds': seconds, 'command': ' '.join(cmd[1:]), **({'upto': upto} if upto else {})},
-              open(done_path, 'w'))
+    write_text(done_path, json.dumps({'seconds': seconds, 'command': ' '.join(cmd[1:]), **({'upto': upto} if upto else {})}))
     return seconds
 
 
@@ -315,7 +322,7 @@ def train_or_diverge(args, out, seed, iters):
         if e.returncode != 2 or not log:
             raise
         done = {'seconds': float('nan'), 'command': ' '.join(e.cmd[1:]), 'diverged': log[-1]['iter']}
-        json.dump(done, open(os.path.join(out, 'done.json'), 'w'))
+        write_text(os.path.join(out, 'done.json'), json.dumps(done))
         return done['seconds'], done['diverged']
 
 
@@ -944,8 +951,11 @@ def write(paper, rows, fig, extra, seeds):
     os.makedirs(dest, exist_ok=True)
     fig.tight_layout()
     png = os.path.join(dest, f'{paper}.png')
-    fig.savefig(png, dpi=80)
-    Image.open(png).convert('RGB').quantize(256).save(png, optimize=True)   # a palette: a third of the bytes
+
+    def save_png(tmp):
+        fig.savefig(tmp, dpi=80, format='png')
+        Image.open(tmp).convert('RGB').quantize(256).save(tmp, format='png', optimize=True)   # a palette: a third of the bytes
+    replace_with(png, save_png)
     lines = [f"# {paper}: {PAPERS[paper]['claim']}", '',
              f"{PAPERS[paper].get('data', 'Tiny Shakespeare characters')}, whole validation stream (tools/eval.py "
              f"--stream=True), seeds {', '.join(map(str, rows[0].get('seeds', [])))} (the per-seed column lists each run's, in "
@@ -958,24 +968,33 @@ def write(paper, rows, fig, extra, seeds):
         lines.append(f"| {r['run']} | {r['model']} | {r['mean']:.3f}{sd} | "
                      f"{', '.join(f'{x:.3f}' for x in r['losses'])} | {r['seconds'] / 60:.1f} min |")
     lines += ['', extra, '']
-    open(os.path.join(dest, f'{paper}.md'), 'w').write('\n'.join(lines))
-    json.dump(rows, open(os.path.join(dest, f'{paper}.json'), 'w'), indent=1)
+    write_text(os.path.join(dest, f'{paper}.md'), '\n'.join(lines))
+    write_text(os.path.join(dest, f'{paper}.json'), json.dumps(rows, indent=1))
     print('\n'.join(lines))
 
 
 def main(argv):
-    opts = dict(a[2:].split('=', 1) for a in argv if a.startswith('--') and '=' in a)
-    papers = [a for a in argv if not a.startswith('--')]
-    if len(papers) != 1 or papers[0] not in PAPERS or set(opts) - {'seeds', 'iters'}:
-        sys.exit(f"usage: python -m tools.results {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N]")
+    if '-h' in argv or '--help' in argv:   # before anything starts: the usage is the docstring
+        print(__doc__.strip())
+        return
+    usage = f"usage: python -m tools.results {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N]"
+    bad = [a for a in argv if a.startswith('-') and (a.split('=', 1)[0] not in ('--seeds', '--iters') or '=' not in a)]
+    if bad:
+        fail((f"{bad[0]} takes a value: {bad[0]}=N" if bad[0] in ('--seeds', '--iters') else
+              f"unknown option {bad[0]!r}") + f" ({usage})")
+    opts = dict(a[2:].split('=', 1) for a in argv if a.startswith('--'))
+    papers = [a for a in argv if not a.startswith('-')]
+    if len(papers) != 1 or papers[0] not in PAPERS:
+        fail((f"unknown paper {next(p for p in papers if p not in PAPERS)!r}" if set(papers) - set(PAPERS) else
+              "name one paper" if not papers else f"one paper at a time, got {' '.join(papers)}") + f" ({usage})")
     paper = papers[0]
     for k in ('seeds', 'iters'):
         if k in opts and not (opts[k].isdigit() and int(opts[k]) >= (k == 'seeds')):
-            sys.exit(f"error: --{k} must be a whole number{' >= 1' if k == 'seeds' else ''}, got {opts[k]!r}")
+            fail(f"--{k} must be a whole number{' >= 1' if k == 'seeds' else ''}, got {opts[k]!r}")
     for dataset, prepare in PAPERS[paper].get('datasets', [('shakespeare_char', 'shakespeare_char')]):
         if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):
-            sys.exit(f"no data/{dataset}: run python prepare_data.py {prepare} first"
-                     + ('' if dataset == 'synthetic' else ' (offline: add --input path/to/input.txt)'))
+            fail(f"no data/{dataset}: run python prepare_data.py {prepare} first"
+                 + ('' if dataset == 'synthetic' else ' (offline: add --input path/to/input.txt)'))
     global ITERS
     seeds, ITERS = int(opts.get('seeds', PAPERS[paper]['seeds'])), int(opts.get('iters', 0))
     try:
