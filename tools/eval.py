@@ -229,6 +229,8 @@ class Evaluator:
             raise ConfigError(f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}/meta.json not found: eval needs the "
                               f"checkpoint's data (set --data_dir / --dataset)")
         self.vocab = self.model.config.vocab_size
+        if self.tcfg['dataset'] == ckpt['config'].get('dataset'):   # the run's own data, as it trained on it
+            self.check_data(ckpt.get('data'))
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f"{cfg['split']}.bin")
         if os.path.isfile(path):   # a missing one is named where it is read
             configurator.check_tokens(path, 1, self.vocab)
@@ -238,6 +240,18 @@ class Evaluator:
         self.accepts_holes = 'holes' in models.knob_names(self.model)
         # trained with causal=False (train.py): a masked-reconstruction encoder, scored at holes with full attention
         self.causal = self.tcfg.get('causal', True)
+
+    def check_data(self, then):
+        """Stops when the data is not what the checkpoint recorded it trained on (sizes, heads, meta.json)."""
+        streams = {}
+        for split in ('train', 'val'):
+            path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
+            if os.path.isfile(path):
+                with open(path, 'rb') as f:
+                    streams[split] = configurator.stream_record(f)
+        configurator.check_data(then, configurator.data_record(self.tcfg, self.meta, streams),
+                                os.path.join(self.tcfg['data_dir'], self.tcfg['dataset']),
+                                "evaluate it on the data it trained on (--data_dir), or train again on this data")
 
     def generator(self, *key):
         """Seeded as train.py's get_batch seeds a batch on rank 0."""
