@@ -14,7 +14,9 @@ block_size tokens on any number of processes: torchrun shares them out (gradient
 A new run never replaces a trained one: into an out_dir that holds ckpt.pt it needs
 --init_from=resume (continue), another --out_dir, or --overwrite=True. --eval_only=True writes nothing.
 A mistake is one line, `error: ...` (exit 2); under torchrun it is printed above torchrun's own
-ChildFailedError report, which repeats the exit code only.
+ChildFailedError report, which repeats the exit code only. Ctrl-C, SIGTERM (a scheduler ending a
+job) and SIGHUP stop with one line that names the iteration and the command that continues (exit
+130, 143, 129).
 """
 import dataclasses
 import errno
@@ -242,9 +244,7 @@ def trim_log(path, iter_num):
             continue
         if isinstance(rec, dict) and rec.get('iter', -1) < iter_num:
             keep.append(json.dumps(rec) + '\n')
-    with open(path + '.tmp', 'w') as f:
-        f.writelines(keep)
-    os.replace(path + '.tmp', path)
+    write_whole(path, ''.join(keep))
 
 
 
@@ -741,16 +741,32 @@ def put_back(cfg):
                   f"set aside", file=sys.stderr)
 
 
+def peer_gone(e):
+    """Whether e is what a collective raises when another rank has exited."""
+    return isinstance(e, RuntimeError) and (isinstance(e, getattr(torch.distributed, 'DistError', ())) or any(
+        w in str(e) for w in ('Connection closed', 'Connection reset', 'Broken pipe', 'peer')))
+
+
 def main(argv):
     run = {}    # how far the run got: what Ctrl-C or a failure before the first checkpoint reports
     handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    ddp = 'RANK' in os.environ
     try:
         train(argv, run)
     except KeyboardInterrupt as e:
         interrupted(run, getattr(e, 'signum', signal.SIGINT))
-    except BaseException:
+    except BaseException as e:
+        if ddp and not isinstance(e, SystemExit):
+            # a signal torchrun passed on may have ended a peer while this rank waited in a collective:
+            # its handler runs here, in the sleep, and the stop is Ctrl-C's, not the peer's error
+            try:
+                time.sleep(0.2)
+            except KeyboardInterrupt as k:
+                interrupted(run, getattr(k, 'signum', signal.SIGINT))
         if run.get('aside') and run.get('last_good') is None:
             give_back(run['cfg'], run['aside'])
+        if ddp and int(os.environ['RANK']) != 0 and peer_gone(e):
+            sys.exit(1)     # the rank that stopped first says why
         raise
     finally:
         for sig, h in handlers.items():
