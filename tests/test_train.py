@@ -168,6 +168,21 @@ def test_batches_are_a_function_of_the_iteration_alone(char_data, tmp_path):
         assert not torch.equal(whole[1][0], get_batch(cfg, 'train', 6, 0, 0, 1, mask=99)[0][:4])   # another iteration
 
 
+def test_a_dataset_prepared_anew_under_a_run_changes_nothing_it_reads(char_data, tmp_path):
+    # prepare_data.py writes a dataset beside and swaps it in: a run keeps the files it opened
+    import shutil
+    shutil.copytree(os.path.join(char_data, 'tiny'), tmp_path / 'tiny')
+    cfg = {**train_script().DEFAULTS, 'data_dir': str(tmp_path), 'dataset': 'tiny', 'block_size': 16, 'batch_size': 4}
+    streams, record = train_script().open_streams(train_script().data_streams(cfg))
+    before = train_script().get_batch('train', 3, 0, cfg, streams, None)[0]
+    for split in ('train', 'val'):
+        np.zeros(5000, dtype=np.uint16).tofile(tmp_path / f'{split}.new')
+        os.replace(tmp_path / f'{split}.new', tmp_path / 'tiny' / f'{split}.bin')
+    assert torch.equal(train_script().get_batch('train', 3, 0, cfg, streams, None)[0], before) and before.any()
+    now = train_script().open_streams(train_script().data_streams(cfg))[1]
+    assert now['train']['bytes'] == 10000 != record['train']['bytes'] and now['val']['head'] != record['val']['head']
+
+
 def test_a_resume_at_another_world_size_continues_or_says_why_not(char_data, tmp_path):
     # two gloo ranks train 2 iterations, one process continues to 4: its eval at 4 is the
     # uninterrupted one-process run's, to the rounding of the summed gradients
