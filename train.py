@@ -749,7 +749,9 @@ def peer_gone(e):
 
 def main(argv):
     run = {}    # how far the run got: what Ctrl-C or a failure before the first checkpoint reports
-    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    # a signal the launcher ignores stays ignored (nohup's SIGHUP)
+    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
     ddp = 'RANK' in os.environ
     try:
         train(argv, run)
