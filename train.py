@@ -438,8 +438,9 @@ def load_data(cfg, master, ddp, then=None):
 
 
 def batch_generator(cfg, rank, *key):
-    """A generator seeded by (seed, rank, split, iteration, micro-step): every batch is a pure
-    function of where it falls, so a resumed run sees exactly the batches of an uninterrupted one."""
+    """A generator seeded by (seed, rank, split, iteration, micro-step). get_batch draws each
+    iteration from (seed, 0, split, it, 0), the key of rank 0's first micro-step when every rank
+    drew its own (so one process draws as it did); tools.eval seeds its eval set the same way."""
     return torch.Generator().manual_seed(zlib.crc32(repr((cfg['seed'], rank) + key).encode()))
 
 
