@@ -19,6 +19,7 @@ replace their values. A config cannot use a base's values in its own expressions
 """
 import ast
 import difflib
+import hashlib
 import json
 import math
 import os
@@ -156,6 +157,9 @@ def check_values(cfg, ranges, choices, none_or):
     for k, kind in none_or.items():
         if cfg[k] is not None and (not isinstance(cfg[k], kind) or isinstance(cfg[k], bool) != (kind is bool)):
             raise ConfigError(f"{k} must be None or {getattr(kind, '__name__', 'a number')}, got {cfg[k]!r}")
+    for k, v in cfg.items():    # 1e999 parses as inf: no setting means that
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{k} must be a finite number, got {v!r}")
     for name, keys in ranges.items():
         test, accepted = RANGES[name]
         for k in keys:
@@ -294,20 +298,58 @@ def tokenizer_problem(meta):
     return None
 
 
-def check_tokens(path, min_tokens, vocab_size=None):
+def check_tokens(path, min_tokens, vocab_size=None, data=None):
     """A .bin stream of uint16 token ids: whole tokens, at least min_tokens of them, and (when
-    vocab_size is given) every id below it. One pass over the file for the ids."""
-    size = os.path.getsize(path)
+    vocab_size is given) every id below it. One pass over the file for the ids. data: the stream
+    as the caller opened it (its memmap), checked instead of the file now at path."""
+    size = data.nbytes if data is not None else os.path.getsize(path)
     if size == 0 or size % 2:
         raise ConfigError(f"{path} holds {size} bytes, not a whole positive number of uint16 tokens "
                           f"(2 bytes each): prepare the data again")
     if size // 2 < min_tokens:
         raise ConfigError(f"{path} holds {size // 2} tokens, fewer than the {min_tokens} needed; lower --block_size")
     if vocab_size is not None:
-        top = int(np.max(np.memmap(path, dtype=np.uint16, mode='r')))
+        top = int(np.max(data if data is not None else np.memmap(path, dtype=np.uint16, mode='r')))
         if top >= vocab_size:
             raise ConfigError(f"{path} holds token id {top}, outside the vocabulary of {vocab_size} "
                               f"(meta.json's vocab_size or --vocab_size); prepare the data again")
+
+
+def stream_record(f):
+    """What tells a .bin stream from another cheaply, from its open file: its bytes and the sha256
+    of its first MiB."""
+    size = os.fstat(f.fileno()).st_size
+    f.seek(0)
+    return {'bytes': size, 'head': hashlib.sha256(f.read(2 ** 20)).hexdigest()}
+
+
+def data_record(cfg, meta, streams):
+    """What a checkpoint records of the data it trained on: each stream's stream_record (streams:
+    name -> record), the vocabulary, and the sha256 of the dataset's meta.json."""
+    path = os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json')
+    digest = hashlib.sha256(open(path, 'rb').read()).hexdigest() if os.path.isfile(path) else None
+    return {**streams, 'vocab_size': meta['vocab_size'], 'meta.json': digest}
+
+
+def check_data(then, now, where, hint):
+    """Stops (one line naming what changed) when the data found now is not the data a checkpoint
+    recorded; then: its record (None: a checkpoint from before records, nothing to compare); a
+    stream or key the data found now lacks is not compared."""
+    changed = []
+    for k, v in (then or {}).items():
+        w = now.get(k)
+        if w is None or w == v:
+            continue
+        if isinstance(v, dict) and v.get('bytes') != w.get('bytes'):
+            changed.append(f"{k}.bin holds {w['bytes']:,} bytes (then {v['bytes']:,})")
+        elif isinstance(v, dict):
+            changed.append(f"{k}.bin's first MiB differs")
+        elif k == 'vocab_size':
+            changed.append(f"vocab_size is {w} (then {v})")
+        else:
+            changed.append(f"{k} differs")
+    if changed:
+        raise ConfigError(f"the data in {where} is not what the checkpoint trained on ({'; '.join(changed)}): {hint}")
 
 
 def dataset_vocab(cfg, meta):

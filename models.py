@@ -115,6 +115,11 @@ def read_checkpoint(path, device='cpu'):
     if os.path.isdir(path):
         path = os.path.join(path, 'ckpt.pt')
     if not os.path.isfile(path):
+        aside = os.path.join(os.path.dirname(path), 'replaced')
+        if os.path.isfile(os.path.join(aside, 'ckpt.pt')):   # train.py's --overwrite, stopped before its first checkpoint
+            raise ConfigError(f"no checkpoint at {path}, but {aside}/ holds the run an interrupted --overwrite set aside: "
+                              f"any python train.py start with --out_dir={os.path.dirname(path)} puts it back (or move "
+                              f"its files back into {os.path.dirname(path)} yourself)")
         raise ConfigError(f"no checkpoint at {path} (train one first: python train.py --out_dir=...)")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=False)

@@ -2,7 +2,7 @@
 Generate or infill text with a trained model.
 
     python sample.py --out_dir=out --start="ROMEO:" --num_samples=3 --max_new_tokens=200
-    python sample.py --out_dir=out/parcae_140m --start=FILE:prompt.txt --num_recur=16   # a model knob
+    python sample.py --out_dir=out-parcae_140m --start=FILE:prompt.txt --num_recur=16   # a model knob
     python sample.py --out_dir=out --infill=True --start="The [MASK] sat on the mat."
 
 Any --key=value that is not a key below is a knob of the model's forward (Parcae num_recur,

@@ -14,14 +14,19 @@ block_size tokens on any number of processes: torchrun shares them out (gradient
 A new run never replaces a trained one: into an out_dir that holds ckpt.pt it needs
 --init_from=resume (continue), another --out_dir, or --overwrite=True. --eval_only=True writes nothing.
 A mistake is one line, `error: ...` (exit 2); under torchrun it is printed above torchrun's own
-ChildFailedError report, which repeats the exit code only.
+ChildFailedError report, which repeats the exit code only. Ctrl-C, SIGTERM (a scheduler ending a
+job) and SIGHUP stop with one line that names the iteration and the command that continues (exit
+130, 143, 129).
 """
 import dataclasses
+import errno
 import functools
 import json
 import math
 import os
+import shlex
 import shutil
+import signal
 import sys
 import time
 import zlib
@@ -29,8 +34,8 @@ import zlib
 import numpy as np
 import torch
 
-from configurator import (ConfigError, check_settings, check_tokens, dataset_vocab, fail, prepare_hint, read_meta,
-                          split_batch, split_hint)
+from configurator import (ConfigError, check_data, check_settings, check_tokens, data_record, dataset_vocab, fail,
+                          prepare_hint, read_meta, split_batch, split_hint, stream_record)
 from fon import make_holes
 from models import (build_model, check_device, configure_optimizers, estimate_memory, knob_names, load_weights, model_classes,
                     model_fields, peak_flops, read_checkpoint, resolve_config, resolve_device, save_checkpoint,
@@ -149,6 +154,9 @@ def prepare_out_dir(cfg, given):
     for k in list(cfg) + list(model_fields(cfg['model'])):
         if k in run and not (k in RUN_KEYS or (k in CONTINUE_KEYS and k in given)):
             cfg[k] = run[k]
+    if cfg['max_iters'] < ckpt['iter_num'] and not cfg['eval_only']:
+        raise ConfigError(f"{ckpt_path} holds iter {ckpt['iter_num']}, past --max_iters={cfg['max_iters']}: a resumed run "
+                          f"only goes forward (pass --max_iters above {ckpt['iter_num']}, or --eval_only=True to evaluate it)")
     return ckpt
 
 
@@ -178,26 +186,48 @@ def checkpoint_stamp(cfg):
         return None
 
 
-def claim_out_dir(cfg, stamp):
-    """Hold out_dir/.lock for the life of this process, so that one run writes a folder; a run that
-    finished meanwhile (its ckpt.pt is not the one checked) stops this one. Returns the lock file."""
+def check_out_dir(out):
+    """out_dir must be a folder or a name a folder can be made at (not a file, not a dangling link)."""
+    if os.path.islink(out) and not os.path.exists(out):
+        raise ConfigError(f"out_dir {out} is a symlink to {os.readlink(out)}, which does not exist: create that "
+                          f"folder, remove the link, or pick another --out_dir")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ConfigError(f"cannot write to out_dir {out}: it is a file, not a folder; pick another --out_dir")
+
+
+def lock_out_dir(out):
+    """(out/.lock held (flock) by this process, None), or (None, the holder's pid) when another holds it."""
     import fcntl
     try:
-        os.makedirs(cfg['out_dir'], exist_ok=True)
-        lock = open(os.path.join(cfg['out_dir'], '.lock'), 'a+')
+        os.makedirs(out, exist_ok=True)
+        lock = open(os.path.join(out, '.lock'), 'a+')
     except OSError as e:
-        raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}")
+        raise ConfigError(f"cannot write to out_dir {out}: {e.strerror or e}" + free_space(os.path.dirname(os.path.abspath(out)), e))
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         lock.seek(0)
         pid = lock.read().strip() or 'unknown'
+        lock.close()
+        return None, pid
+    return lock, None
+
+
+def claim_out_dir(cfg, stamp):
+    """Hold out_dir/.lock for the life of this process, so that one run writes a folder; a run that
+    finished meanwhile (its ckpt.pt is not the one checked) stops this one. Returns the lock file."""
+    check_out_dir(cfg['out_dir'])
+    lock, pid = lock_out_dir(cfg['out_dir'])
+    if lock is None:
         raise ConfigError(f"out_dir {cfg['out_dir']} is in use by pid {pid} (another train.py run); "
                           f"wait for it to end or pick another --out_dir")
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"{os.getpid()}\n")
-    lock.flush()
+    try:
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+    except OSError as e:
+        raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}" + free_space(cfg['out_dir'], e))
     if checkpoint_stamp(cfg) != stamp:
         raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} changed while this run started (another run "
                           f"wrote it); run the command again")
@@ -217,10 +247,96 @@ def trim_log(path, iter_num):
             continue
         if isinstance(rec, dict) and rec.get('iter', -1) < iter_num:
             keep.append(json.dumps(rec) + '\n')
-    with open(path + '.tmp', 'w') as f:
-        f.writelines(keep)
-    os.replace(path + '.tmp', path)
+    write_whole(path, ''.join(keep))
 
+
+
+def write_whole(path, text):
+    """path's new content, whole or not at all (a .tmp beside it, then swapped in)."""
+    try:
+        with open(path + '.tmp', 'w') as f:
+            f.write(text)
+        os.replace(path + '.tmp', path)
+    except BaseException:
+        if os.path.exists(path + '.tmp'):
+            os.remove(path + '.tmp')
+        raise
+
+
+def start_files(cfg, log_path, resume_iter):
+    """config.json, and the log: a new run's empty, a resumed run's trimmed to its checkpoint. A
+    full disk is one line; neither file is left half written."""
+    try:
+        if resume_iter is None:
+            write_whole(log_path, '')
+        else:
+            trim_log(log_path, resume_iter)
+        write_whole(os.path.join(cfg['out_dir'], 'config.json'), json.dumps(cfg, indent=1, default=str))
+    except OSError as e:
+        raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}" + free_space(cfg['out_dir'], e))
+
+
+def free_space(path, e):
+    """', N MiB free' after a full disk's message."""
+    if getattr(e, 'errno', None) != errno.ENOSPC:
+        return ''
+    try:
+        return f" ({shutil.disk_usage(path).free / 2 ** 20:.1f} MiB free)"
+    except OSError:
+        return ''
+
+
+def restore_states(opts, scaler, ckpt, path):
+    """The optimizers' and the fp16 scaler's states from a checkpoint. A run saved without fp16
+    (an empty scaler state) resumed with --dtype=float16 starts a fresh scaler, as a new fp16 run does."""
+    try:
+        for opt, state in zip(opts, ckpt['optimizers']):
+            opt.load_state_dict(state)
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise ConfigError(f"the optimizer state in {path} does not fit this run's optimizers: {str(e).splitlines()[0][:200]}")
+    if ckpt['scaler']:
+        scaler.load_state_dict(ckpt['scaler'])
+
+
+def draws_randomness(model, x, y):
+    """Whether a training forward of model draws from torch's global generators (dropout, Parcae's
+    sampled depth and h_0, TextNCA's sampled steps); the generators are left as they were."""
+    dev = next(model.parameters()).device
+    cuda = dev.type == 'cuda'
+    before = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if cuda else None)
+    model.train()
+    with torch.no_grad():
+        model(x.to(dev), y.to(dev))
+    after = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if cuda else None)
+    torch.set_rng_state(before[0])
+    if cuda:
+        torch.cuda.set_rng_state(before[1], dev)
+    return not torch.equal(before[0], after[0]) or (cuda and not torch.equal(before[1], after[1]))
+
+
+def check_world(cfg, ckpt, model, xy, world, dev):
+    """A resume at another world size sees the same batches (a function of the iteration alone);
+    what it cannot keep is a model's own random draws, made per process from each rank's generator:
+    such a run resumes only at its own world size."""
+    then = len(ckpt['rng'])
+    if then == world or not draws_randomness(model, xy[0][:1], xy[1][:1]):
+        return
+    raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} was trained by {then} process(es) and this resume runs "
+                      f"{world}: the batches would be the same, but this {cfg['model']} model draws random numbers in "
+                      f"training (dropout, sampled depths or noise) from each process's generator, so they would "
+                      f"change; resume it as it ran: {resume_command(cfg, then)}")
+
+
+def agree(err, ddp):
+    """Under torchrun a mistake any rank met stops every rank (rank 0 prints it), so no rank is left
+    waiting on a peer that exited; err: this rank's message or None."""
+    errs = [err]
+    if ddp:
+        errs = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(errs, err)
+    first = next((e for e in errs if e), None)
+    if first:
+        raise ConfigError(first)
 
 
 def idle_cores(cores, read=lambda: open('/proc/stat').read(), wait=0.2):
@@ -314,62 +430,101 @@ def data_streams(cfg):
     return streams
 
 
-def load_data(cfg, master, ddp):
-    """(meta, streams, mask id) once every stream is checked. The synthetic battery is made on the
-    spot, so python train.py works offline."""
+def open_streams(paths):
+    """name -> (token memmap, answer-mark memmap or None), each opened once: a run keeps the files
+    it opened for its life, so a dataset prepared anew under it (written beside and swapped in)
+    never changes what it reads. Also returns each stream's record: bytes and the sha256 of its
+    first MiB, what a checkpoint keeps to tell its data from other data cheaply."""
+    streams, record = {}, {}
+    for name, path in paths.items():
+        with open(path, 'rb') as f:
+            record[name] = stream_record(f)
+            size = record[name]['bytes']
+            data = np.memmap(f, dtype=np.uint16, mode='r') if size and size % 2 == 0 else None   # check_tokens says why
+        marks = path[:-4] + '_answers.bin'
+        streams[name] = (data, np.memmap(marks, dtype=np.uint8, mode='r') if os.path.isfile(marks) else None)
+    return streams, record
+
+
+def check_same_tokenizer(cfg, meta):
+    """p_synth mixes synth_dataset's ids into the dataset's: both must come from one tokenizer."""
+    if cfg['p_synth'] <= 0 or cfg['synth_dataset'] == cfg['dataset']:
+        return
+    synth = read_meta({**cfg, 'dataset': cfg['synth_dataset']})
+    if synth is None:
+        return      # load_data names the missing stream
+    keys = ('tokenizer', 'bpe_vocab', 'itos')
+    differ = [k for k in keys if synth.get(k) != meta.get(k)]
+    if differ:
+        said = lambda m: f"{m.get('tokenizer')} tokenizer, vocab_size {m.get('vocab_size')}"
+        raise ConfigError(f"p_synth mixes {cfg['synth_dataset']}'s ids into {cfg['dataset']}'s, but they come from "
+                          f"other tokenizers ({cfg['synth_dataset']}: {said(synth)}; {cfg['dataset']}: {said(meta)}; "
+                          f"{', '.join(differ)} differ), so its ids would mean other tokens: set --p_synth=0 or name a "
+                          f"synth_dataset prepared with {cfg['dataset']}'s tokenizer")
+
+
+def load_data(cfg, master, ddp, then=None):
+    """(meta, streams, mask id, data record) once every stream is checked; then: the record of the
+    data a resumed checkpoint trained on, which the data found now must match. The synthetic
+    battery is made on the spot, so python train.py works offline."""
     ds_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
     if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
+        err = None
         if master:
             import prepare_data
             try:
                 prepare_data.prepare('synthetic', out_dir=cfg['data_dir'])
             except OSError as e:
-                raise ConfigError(f"cannot write the synthetic data under data_dir {cfg['data_dir']}: {e.strerror or e}")
-        if ddp:
-            torch.distributed.barrier()
+                err = f"cannot write the synthetic data under data_dir {cfg['data_dir']}: {e.strerror or e}"
+        agree(err, ddp)
     meta = read_meta(cfg)
     if meta is None:
         raise ConfigError(f"{ds_dir} holds no data (meta.json, or nanoGPT's train.bin with or without meta.pkl): "
                           f"prepare the data first ({prepare_hint(cfg['dataset'])})")
-    cfg['vocab_size'], mask = dataset_vocab(cfg, meta)
-    streams = data_streams(cfg)
-    for name, path in streams.items():
+    check_same_tokenizer(cfg, meta)
+    paths = data_streams(cfg)
+    for name, path in paths.items():
         if not os.path.isfile(path):
             need = cfg['synth_dataset'] if name.startswith('synth') else cfg['dataset']
             raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(need)})"
                               if name != 'synth_train' else f"{path} not found: p_synth needs {prepare_hint(need)}")
-        check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'] if master else None)   # one rank reads every id
-    return meta, streams, mask
+    streams, record = open_streams(paths)
+    record = data_record(cfg, meta, record)
+    check_data(then, record, ds_dir, f"resume on the data it trained on, or start a new run from its weights "
+                                     f"(--init_from={cfg['out_dir']} --out_dir=NEW)")
+    cfg['vocab_size'], mask = dataset_vocab(cfg, meta)
+    for name, path in paths.items():
+        check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'] if master else None,   # one rank reads every id
+                     data=streams[name][0])
+    return meta, streams, mask, record
 
 
 def batch_generator(cfg, rank, *key):
-    """A generator seeded by (seed, rank, split, iteration, micro-step): every batch is a pure
-    function of where it falls, so a resumed run sees exactly the batches of an uninterrupted one."""
+    """A generator seeded by (seed, rank, split, iteration, micro-step). get_batch draws each
+    iteration from (seed, 0, split, it, 0), the key of rank 0's first micro-step when every rank
+    drew its own (so one process draws as it did); tools.eval seeds its eval set the same way."""
     return torch.Generator().manual_seed(zlib.crc32(repr((cfg['seed'], rank) + key).encode()))
 
 
-def windows(path, n, T, g):
-    """n random windows of T + 1 tokens, and their answer marks where a synthetic stream has a
-    {split}_answers.bin beside it (the task-given holes of FON's fine-tuning), else None."""
-    data = np.memmap(path, dtype=np.uint16, mode='r')
-    ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
+def windows(stream, ix, T):
+    """The windows of T + 1 tokens that start at ix, and their answer marks where a synthetic
+    stream has a {split}_answers.bin beside it (the task-given holes of FON's fine-tuning), else None."""
+    data, mark = stream
     xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
-    marks = path[:-4] + '_answers.bin'
-    if not os.path.isfile(marks):
+    if mark is None:
         return xy, None
-    mark = np.memmap(marks, dtype=np.uint8, mode='r')
     return xy, torch.from_numpy(np.stack([mark[i:i + T + 1] for i in ix])).bool()
 
 
-def blocks(path, n, T, draw, cfg, rank, world):
-    """The workspace paper's sampler: non-overlapping blocks of T + 1 tokens, one shuffle per pass
-    (the same on every rank), no replacement; draw counts this rank's micro-batches."""
-    data = np.memmap(path, dtype=np.uint16, mode='r')
+def blocks(stream, draws, T, seed):
+    """The workspace paper's sampler: non-overlapping blocks of T + 1 tokens, one shuffle per pass,
+    no replacement; draws: the global draw indices (iteration * sequences per iteration + sequence)."""
+    data = stream[0]
     nblocks = len(data) // (T + 1)
     out = []
-    for k in range(n):
-        epoch, j = divmod((draw * n + k) * world + rank, nblocks)     # the global draw index, over all ranks
-        b = block_order(cfg['seed'], epoch, nblocks)[j].item()
+    for d in draws:
+        epoch, j = divmod(d, nblocks)
+        b = block_order(seed, epoch, nblocks)[j].item()
         out.append(torch.from_numpy(data[b * (T + 1):(b + 1) * (T + 1)].astype(np.int64)))
     return torch.stack(out)
 
@@ -380,30 +535,52 @@ def block_order(seed, epoch, nblocks):
 
 
 def get_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
-    """(x, y, holes) for micro-step `micro` of iteration `it`. Eval sets use negative iterations
-    and are plain LM windows (a causal=False run's: every window holed); training batches may mix
-    in synthetic sequences (p_synth, FON's pretraining) and get holes (p_fill, FON's hole fine-tuning)."""
-    n, accum = split_batch(cfg, world)
+    """(x, y, holes) for micro-step `micro` of iteration `it` on this rank. The iteration's
+    batch_size * gradient_accumulation_steps sequences are drawn as one, from one generator of
+    (seed, split, it), and each rank's micro-step takes its rows: the batches are a function of the
+    iteration alone, whatever the world size or micro-batch split (one process, one micro-step
+    draws as it always did). Eval sets use negative iterations, one whole batch_size batch each,
+    plain LM windows (a causal=False run's: every window holed); training batches may mix in
+    synthetic sequences (p_synth, FON's pretraining) and get holes (p_fill, FON's hole fine-tuning)."""
     T = cfg['block_size']
-    g = batch_generator(cfg, rank, split, it, micro)
     training = split == 'train' and it >= 0
-    marks = None
+    n, accum = split_batch(cfg, world) if training else (cfg['batch_size'], 1)
+    S = n * accum * (world if training else 1)
+    rows = slice((rank * accum + micro) * n, (rank * accum + micro + 1) * n) if training else slice(0, S)
+    g = batch_generator(cfg, 0, split, it, 0)
+    marks = full_marks = None
     if cfg['sampler'] == 'blocks' and training:
-        xy = blocks(streams[split], n, T, it * accum + micro, cfg, rank, world)
+        xy = blocks(streams[split], range(it * S + rows.start, it * S + rows.stop), T, cfg['seed'])
     else:
-        xy, marks = windows(streams[split], n, T, g)
+        ix = torch.randint(len(streams[split][0]) - T - 1, (S,), generator=g).tolist()
+        xy, marks = windows(streams[split], ix[rows], T)
+        if cfg['p_fill'] > 0 and streams[split][1] is not None:
+            full_marks = windows(streams[split], ix, T)[1]
     if cfg['p_synth'] > 0 and training:
-        use = torch.rand(n, generator=g) < cfg['p_synth']
+        use = torch.rand(S, generator=g) < cfg['p_synth']
         if use.any():
-            xy[use], synth_marks = windows(streams['synth_train'], int(use.sum()), T, g)
-            if synth_marks is not None:
-                marks = torch.zeros_like(xy, dtype=torch.bool) if marks is None else marks
-                marks[use] = synth_marks
+            six = torch.randint(len(streams['synth_train'][0]) - T - 1, (int(use.sum()),), generator=g).tolist()
+            at = (torch.cumsum(use, 0) - 1).tolist()    # row -> its draw among the synthetic rows
+            mine = use[rows]
+            if mine.any():
+                rows_here = [r for r in range(rows.start, rows.stop) if use[r]]
+                xy[mine], synth_marks = windows(streams['synth_train'], [six[at[r]] for r in rows_here], T)
+                if synth_marks is not None:
+                    marks = torch.zeros_like(xy, dtype=torch.bool) if marks is None else marks
+                    marks[mine] = synth_marks
+            if cfg['p_fill'] > 0 and streams['synth_train'][1] is not None:
+                synth_all = windows(streams['synth_train'], six, T)[1]
+                full_marks = torch.zeros(S, T + 1, dtype=torch.bool) if full_marks is None else full_marks
+                full_marks[use] = synth_all
     x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
     holes = None
     if cfg['p_fill'] > 0 and (training or not cfg['causal']):    # a causal=False run is scored at holes
-        x, y, holes = make_holes(x, y, mask, g, cfg['p_fill'] if training else 1.0, cfg['hole_stride'],
-                                 cfg['p_hole'], None if marks is None else marks[:, :-1])
+        # drawn for all S rows, so a row's holes do not depend on which rank reads it
+        blank = torch.zeros(S, T, dtype=torch.long)
+        holes = make_holes(blank, blank, 0, g, cfg['p_fill'] if training else 1.0, cfg['hole_stride'],
+                           cfg['p_hole'], None if full_marks is None else full_marks[:, :-1])[2][rows]
+        y = torch.where(holes, x, y)
+        x = x.masked_fill(holes, mask)
     return x, y, holes
 
 
@@ -479,27 +656,28 @@ def set_schedule(opts, it, cfg):
 # ----------------------------------------------------------------------------- eval and checkpoints
 @torch.no_grad()
 def estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world):
-    """Mean train and val loss over eval_iters fixed batches; a causal=False run's is the loss at
-    the holes of its holed eval batches (every sequence holed as in training, full attention), the
-    mean over all their holes. Under torchrun every rank must take the same checkpoint/NaN
-    decision (saving is collective), so the means are averaged over ranks, which also evaluates
-    on world x eval_iters batches."""
+    """Mean train and val loss over the eval_iters fixed batches of batch_size sequences (the same
+    set at any world size: under torchrun each rank scores every world-th batch, and the sums are
+    reduced, so every rank takes the same checkpoint/NaN decision); a causal=False run's is the
+    loss at the holes of its holed eval batches (every sequence holed as in training, full
+    attention), the mean over all their holes. model: the model without its DDP wrapper (the
+    ranks score different batches)."""
     model.eval()
-    losses = torch.zeros(2, cfg['eval_iters'], device=dev)   # on dev: nccl reduces only CUDA tensors
-    counts = torch.ones(2, cfg['eval_iters'], device=dev)    # targets scored (causal=False: holes)
+    sums = torch.zeros(2, 2, device=dev)     # (train, val) x (loss sum, weight); on dev: nccl reduces only CUDA tensors
     for i, split in enumerate(('train', 'val')):
-        for k in range(cfg['eval_iters']):
-            x, y, holes = get_batch(split, -1 - k, 0, cfg, streams, mask, rank, world)
+        for k in range(rank, cfg['eval_iters'], world):
+            x, y, holes = get_batch(split, -1 - k, 0, cfg, streams, mask)
             kw, n = {}, 1
             if not cfg['causal']:   # the hole loss: full attention, the targets at the holes only
                 y, kw, n = hole_targets(y, holes)[0], {'causal': False}, int(holes.sum())
-            with autocast:
-                _, loss = model(x.to(dev), y.to(dev), **kw)
-            losses[i, k], counts[i, k] = (loss.float() * n, n) if n else (0.0, 0)
-    mean = losses.mean(dim=1) if cfg['causal'] else losses.sum(1) / counts.sum(1)
+            if n:
+                with autocast:
+                    _, loss = model(x.to(dev), y.to(dev), **kw)
+                sums[i, 0] += loss.float() * n
+            sums[i, 1] += n
     if torch.distributed.is_initialized():
-        torch.distributed.all_reduce(mean)
-        mean /= torch.distributed.get_world_size()
+        torch.distributed.all_reduce(sums)
+    mean = sums[:, 0] / sums[:, 1]
     model.train()
     return {'train': mean[0].item(), 'val': mean[1].item()}
 
@@ -521,9 +699,10 @@ def import_wandb():
     return wandb
 
 
-def save_run(cfg, model, opts, scaler, meta, it, best_val):
+def save_run(cfg, model, opts, scaler, meta, it, best_val, data):
     """ckpt.pt with all an exact resume needs, every rank's RNG states included (collective): the
-    CPU generator's and, on CUDA, the device's (Parcae draws its h_0 there)."""
+    CPU generator's and, on CUDA, the device's (Parcae draws its h_0 there); data: the record of
+    the data it trained on (data_record), which a resume and tools.eval check."""
     dev = next(model.parameters()).device
     mine = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == 'cuda' else None)
     states = [mine]
@@ -537,7 +716,7 @@ def save_run(cfg, model, opts, scaler, meta, it, best_val):
             'model': model.state_dict(), 'optimizers': [o.state_dict() for o in opts],
             'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
             'config': cfg, 'meta': meta, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng,
-            'cuda_rng': cuda_rng})
+            'cuda_rng': cuda_rng, 'data': data})
 
 
 def diverged(what, cfg, last_good):
@@ -548,41 +727,84 @@ def diverged(what, cfg, last_good):
          f"learning_rate, --init_from={cfg['out_dir']} --out_dir=NEW (a resumed run keeps its recipe)")
 
 
-def interrupted(run):
-    """Ctrl-C: one line with the iteration reached and the command that continues; exit 130."""
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (a scheduler ending a job) or SIGHUP (a closed terminal): Ctrl-C's treatment."""
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def stop(signum, frame):
+    raise Stopped(signum)
+
+
+def resume_command(cfg, world=None):
+    """The command that continues the run in out_dir, launched as this one was: under torchrun,
+    torchrun with this job's processes per node (world: another world size's)."""
+    script = sys.argv[0] if os.path.basename(sys.argv[0]) == 'train.py' else 'train.py'
+    total = int(os.environ.get('WORLD_SIZE', 1)) if world is None else world
+    per_node = int(os.environ.get('LOCAL_WORLD_SIZE', total)) if world is None else world
+    if 'TORCHELASTIC_RUN_ID' in os.environ or total > 1:
+        launch = (f"torchrun --standalone --nproc_per_node={per_node}" if total == per_node else
+                  f"torchrun --nnodes={total // per_node} --nproc_per_node={per_node} (and this job's rendezvous flags)")
+    else:
+        launch = 'python'
+    return f"{launch} {shlex.quote(script)} --init_from=resume --out_dir={shlex.quote(cfg['out_dir'])}"
+
+
+def interrupted(run, signum=signal.SIGINT):
+    """Ctrl-C, SIGTERM or SIGHUP: one line with the iteration reached and the command that
+    continues; exit 128 + the signal's number (130, 143, 129), as the shell reports a kill."""
     cfg, it, last_good = run.get('cfg'), run.get('iter'), run.get('last_good')
+    code = 128 + int(signum)
+    how = '' if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
     where = f" at iter {it}" if it is not None else ""
     if int(os.environ.get('RANK', 0)) != 0:
-        sys.exit(130)
+        sys.exit(code)
     if cfg is None or cfg['eval_only']:
-        print(f"interrupted{where} (nothing was written)", file=sys.stderr)
+        print(f"interrupted{how}{where} (nothing was written)", file=sys.stderr)
     elif last_good is None:
         back = run.get('aside') and give_back(cfg, run['aside'])
-        print(f"interrupted{where}, before the first checkpoint: nothing to resume" +
+        print(f"interrupted{how}{where}, before the first checkpoint: nothing to resume" +
               ("; the run --overwrite was to replace is back in place" if back else ""), file=sys.stderr)
     else:
-        print(f"interrupted{where}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good}: "
-              f"continue with python train.py --init_from=resume --out_dir={cfg['out_dir']}", file=sys.stderr)
-    sys.exit(130)
+        print(f"interrupted{how}{where}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good}: "
+              f"continue with {resume_command(cfg)}", file=sys.stderr)
+    sys.exit(code)
 
 
 ASIDE = 'replaced'   # out_dir/replaced/: the run that --overwrite replaces, until the new one has a checkpoint
+# what a run writes into its folder (train.py; tools.eval's eval/ and compare/; tools.results' done.json):
+# --overwrite sets these aside and nothing else
+RUN_FILES = ('ckpt.pt', 'config.json', 'log.jsonl', 'eval', 'compare', 'done.json')
+
+
+def run_files(out):
+    """The names of out's own run files; a folder among them that holds a run of its own is not one."""
+    def holds_run(path):
+        return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in ('ckpt.pt', 'config.json'))
+    return [n for n in RUN_FILES if os.path.lexists(os.path.join(out, n)) and not holds_run(os.path.join(out, n))]
 
 
 def set_aside(cfg):
-    """--overwrite over a trained run: move its files whole into out_dir/replaced/, where they stay
-    until this run writes its first checkpoint. None when there is nothing to set aside."""
+    """--overwrite over a trained run: move its files (run_files, nothing else: never another run's
+    folder, never a file a run does not write) into out_dir/replaced/, where they stay until this
+    run writes its first checkpoint. None when there is nothing to set aside."""
     out = cfg['out_dir']
     if not os.path.exists(os.path.join(out, 'ckpt.pt')):
         return None
     aside = os.path.join(out, ASIDE)
-    if os.path.exists(aside):
-        raise ConfigError(f"{aside} holds a run that an interrupted --overwrite set aside: move it back into "
+    if os.path.lexists(aside):
+        raise ConfigError(f"{aside} holds a run that an interrupted --overwrite set aside: move its files back into "
                           f"{out} or delete it, then run again")
-    os.makedirs(aside)
-    for name in os.listdir(out):
-        if name not in ('.lock', ASIDE):
+    try:
+        os.makedirs(aside)
+        for name in run_files(out):
             os.replace(os.path.join(out, name), os.path.join(aside, name))
+    except OSError as e:
+        back = give_back(cfg, aside)
+        raise ConfigError(f"cannot set the replaced run aside in {aside}: {e.strerror or e}" +
+                          ("" if back else f"; its files are in {aside}: move them back into {out}"))
     return aside
 
 
@@ -590,10 +812,9 @@ def give_back(cfg, aside):
     """Undo set_aside: this run's files go and the replaced run's come back. True when done."""
     out = cfg['out_dir']
     try:
-        for name in os.listdir(out):
-            if name not in ('.lock', ASIDE):
-                path = os.path.join(out, name)
-                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        for name in run_files(out):
+            path = os.path.join(out, name)
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
         for name in os.listdir(aside):
             os.replace(os.path.join(aside, name), os.path.join(out, name))
         os.rmdir(aside)
@@ -602,16 +823,54 @@ def give_back(cfg, aside):
         return False
 
 
+def put_back(cfg):
+    """An --overwrite killed before its first checkpoint leaves the run it replaced in
+    out_dir/replaced/: the next start into out_dir (when no run holds it) puts it back, and says so."""
+    out, aside = cfg['out_dir'], os.path.join(cfg['out_dir'], ASIDE)
+    if int(os.environ.get('RANK', 0)) != 0 or os.path.exists(os.path.join(out, 'ckpt.pt')) \
+            or not os.path.isfile(os.path.join(aside, 'ckpt.pt')):
+        return
+    lock, _ = lock_out_dir(out)
+    if lock is None:    # the --overwrite run is still going
+        return
+    with lock:
+        if give_back(cfg, aside):
+            print(f"put back the run in {aside}, which an --overwrite interrupted before its first checkpoint had "
+                  f"set aside", file=sys.stderr)
+
+
+def peer_gone(e):
+    """Whether e is what a collective raises when another rank has exited."""
+    return isinstance(e, RuntimeError) and (isinstance(e, getattr(torch.distributed, 'DistError', ())) or any(
+        w in str(e) for w in ('Connection closed', 'Connection reset', 'Broken pipe', 'peer')))
+
+
 def main(argv):
     run = {}    # how far the run got: what Ctrl-C or a failure before the first checkpoint reports
+    # a signal the launcher ignores stays ignored (nohup's SIGHUP)
+    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
+    ddp = 'RANK' in os.environ
     try:
         train(argv, run)
-    except KeyboardInterrupt:
-        interrupted(run)
-    except BaseException:
+    except KeyboardInterrupt as e:
+        interrupted(run, getattr(e, 'signum', signal.SIGINT))
+    except BaseException as e:
+        if ddp and not isinstance(e, SystemExit):
+            # a signal torchrun passed on may have ended a peer while this rank waited in a collective:
+            # its handler runs here, in the sleep, and the stop is Ctrl-C's, not the peer's error
+            try:
+                time.sleep(0.2)
+            except KeyboardInterrupt as k:
+                interrupted(run, getattr(k, 'signum', signal.SIGINT))
         if run.get('aside') and run.get('last_good') is None:
             give_back(run['cfg'], run['aside'])
+        if ddp and int(os.environ['RANK']) != 0 and peer_gone(e):
+            sys.exit(1)     # the rank that stopped first says why
         raise
+    finally:
+        for sig, h in handlers.items():
+            signal.signal(sig, h)
 
 
 def train(argv, run):
@@ -634,6 +893,8 @@ def train(argv, run):
         if ddp and dev.startswith('cuda'):
             dev = f'cuda:{local_rank}'
             check_device(dev)
+        check_out_dir(cfg['out_dir'])
+        put_back(cfg)
         stamp = checkpoint_stamp(cfg)
         ckpt = prepare_out_dir(cfg, given)
         run.update(cfg=cfg, last_good=ckpt['iter_num'] if ckpt else None)
@@ -655,42 +916,48 @@ def train(argv, run):
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
 
-    # --- data and model: the checkpoint's weights (resume), another run's (init_from=DIR) or fresh ones
+    # --- data and model: the checkpoint's weights (resume), another run's (init_from=DIR) or fresh ones;
+    # every check (the data, the weights, the optimizer and scaler states, the world size) comes before
+    # anything is written, so a refused command changes nothing
+    ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
+    err = None
     try:
-        meta, streams, mask = load_data(cfg, master, ddp)
+        meta, streams, mask, record = load_data(cfg, master, ddp, ckpt.get('data') if ckpt else None)
         raw_model = build_model(cfg['model'], cfg)
         if ckpt is not None:
-            load_weights(raw_model, ckpt['model'], os.path.join(cfg['out_dir'], 'ckpt.pt'))
+            load_weights(raw_model, ckpt['model'], ckpt_path)
         elif cfg['init_from'] != 'scratch':
             src = read_checkpoint(cfg['init_from'])
             if src['model_name'] != cfg['model']:
                 raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
             load_weights(raw_model, src['model'], cfg['init_from'])
+        raw_model.to(dev)
+        # optimizers (AdamW, + Muon for hidden matrices); a resumed run restores them and the scaler
+        opts = configure_optimizers(raw_model, cfg, device_type)
+        scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
+        if ckpt is not None:
+            restore_states(opts, scaler, ckpt, ckpt_path)
+            if not cfg['eval_only']:
+                check_world(cfg, ckpt, raw_model, get_batch('train', ckpt['iter_num'], 0, cfg, streams, mask)[:2], world, dev)
+    except ConfigError as e:
+        err = str(e)
+    try:
+        agree(err, ddp)
         log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
         if master and not cfg['eval_only']:   # a new run starts its own log; a resumed one trims its log to the checkpoint
-            lock = claim_out_dir(cfg, stamp)    # noqa: F841 (held until the process ends)
             try:
-                if ckpt is None:
-                    run['aside'] = set_aside(cfg)
-                    open(log_path, 'w').close()
-                else:
-                    trim_log(log_path, ckpt['iter_num'])
-                json.dump(cfg, open(os.path.join(cfg['out_dir'], 'config.json'), 'w'), indent=1, default=str)
-            except OSError as e:
-                raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}")
+                lock = claim_out_dir(cfg, stamp)    # noqa: F841 (held until the process ends)
+                run['aside'] = set_aside(cfg) if ckpt is None else None
+                start_files(cfg, log_path, ckpt['iter_num'] if ckpt else None)
+            except ConfigError as e:
+                err = str(e)
+        agree(err, ddp)
     except ConfigError as e:
         fail(e)
-    raw_model.to(dev)
     knobs = knob_names(raw_model)
 
-    # --- optimizers (AdamW, + Muon for hidden matrices); a resumed run restores them, the scaler and its RNG
-    opts = configure_optimizers(raw_model, cfg, device_type)
-    scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
     iter_num, best_val = 0, float('inf')
     if ckpt is not None:
-        for opt, state in zip(opts, ckpt['optimizers']):
-            opt.load_state_dict(state)
-        scaler.load_state_dict(ckpt['scaler'])
         torch.set_rng_state(ckpt['rng'][rank % len(ckpt['rng'])])
         cuda_rng = ckpt.get('cuda_rng', [None])[rank % len(ckpt.get('cuda_rng', [None]))]
         if device_type == 'cuda' and cuda_rng is not None:
@@ -736,7 +1003,7 @@ def train(argv, run):
         lr = set_schedule(opts, iter_num, cfg)
         # a resumed run evaluates where it starts, as its log was trimmed there
         if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
-            losses = estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world)
+            losses = estimate_loss(model.module if ddp else model, cfg, streams, mask, dev, autocast, rank, world)
             if master:
                 print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
             if cfg['eval_only']:    # evaluation writes nothing
@@ -749,7 +1016,7 @@ def train(argv, run):
             if losses['val'] < best_val or cfg['always_save_checkpoint']:
                 best_val = min(best_val, losses['val'])
                 try:
-                    save_run(cfg, raw_model, opts, scaler, meta, iter_num, best_val)
+                    save_run(cfg, raw_model, opts, scaler, meta, iter_num, best_val, record)
                 except ConfigError as e:
                     fail(e)
                 last_good = run['last_good'] = iter_num

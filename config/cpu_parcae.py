@@ -2,10 +2,10 @@
 # layers in P/R/C at d = 128, mu_rec 4 with backprop through the last 2 steps, the paper's
 # per-sequence depth sampling. First: python prepare_data.py shakespeare_char
 #   python train.py config/cpu_parcae.py
-#   python -m tools.eval --out_dir=out/cpu_parcae --sweep=num_recur=1..12
-#   python sample.py --out_dir=out/cpu_parcae --num_recur=8
+#   python -m tools.eval --out_dir=out-cpu_parcae --sweep=num_recur=1..12
+#   python sample.py --out_dir=out-cpu_parcae --num_recur=8
 base = 'recipe/shakespeare_char.py'
-out_dir = 'out/cpu_parcae'
+out_dir = 'out-cpu_parcae'
 model = 'parcae'
 n_embd = 128
 n_head = 4

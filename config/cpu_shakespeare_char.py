@@ -1,7 +1,7 @@
 # nanoGPT's CPU recipe for tiny Shakespeare, characters (its README: val loss about 1.88 after
 # 2000 iterations). First: python prepare_data.py shakespeare_char
 base = 'recipe/shakespeare_char.py'
-out_dir = 'out/cpu_shakespeare_char'
+out_dir = 'out-cpu_shakespeare_char'
 model = 'gpt'
 n_layer = 4
 n_head = 4

@@ -4,7 +4,7 @@
 # (README, Results: python -m tools.results textnca).
 # First: python prepare_data.py shakespeare_char   (offline: add --input path/to/input.txt)
 base = 'recipe/shakespeare_char.py'
-out_dir = 'out/cpu_textnca'
+out_dir = 'out-cpu_textnca'
 model = 'textnca'
 n_embd = 96
 n_head = 4

@@ -4,7 +4,7 @@
 #   python prepare_data.py shakespeare --tokenizer byte --input path/to/tinyshakespeare.txt
 #   (or without --input where there is network)
 #   python train.py config/cpu_workspace.py
-#   python -m tools.eval --out_dir=out/cpu_workspace --stream=True
+#   python -m tools.eval --out_dir=out-cpu_workspace --stream=True
 # Swap the row: --variant=anchored (or shared_loop, adaptive_exit, conditioned_dense).
 model = 'workspace'
 variant = 'workspace'
@@ -32,4 +32,4 @@ log_interval = 25
 dtype = 'float32'
 device = 'cpu'
 compile = False
-out_dir = 'out/cpu_workspace'
+out_dir = 'out-cpu_workspace'

@@ -4,7 +4,7 @@
 # file with only what they change; fon/fon_*_ft.py add the hole fine-tuning of config/recipe/fon_holes.py.
 #   python train.py config/fon_d256_t1.py; then config/fon/fon_d256_t1_ft.py for the holes
 base = 'recipe/fon.py'
-out_dir = 'out/fon_d256_t1'
+out_dir = 'out-fon_d256_t1'
 model = 'fon'
 n_layer = 4
 n_embd = 256

@@ -2,7 +2,7 @@
 # twice as the paper does, see fon.py): d 256, L 4, expand 4, d_state 64, head dim 64, head tied to
 # the embedding, pure-PyTorch chunked SSD (baselines.Mamba2).
 base = 'recipe/fon.py'
-out_dir = 'out/fon_mamba2_d256'
+out_dir = 'out-fon_mamba2_d256'
 model = 'mamba2'
 n_layer = 4
 n_embd = 256

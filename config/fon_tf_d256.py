@@ -4,7 +4,7 @@
 # With --max_iters=8000 it is the absolute-PE control of the extrapolation study.
 # The other fon_tf_*.py (config/fon/) are this file with only what they change.
 base = 'recipe/fon.py'
-out_dir = 'out/fon_tf_d256'
+out_dir = 'out-fon_tf_d256'
 model = 'gpt'
 n_layer = 4
 n_head = 4

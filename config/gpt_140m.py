@@ -5,7 +5,7 @@
 #   torchrun --standalone --nproc_per_node=8 train.py config/gpt_140m.py
 base = 'recipe/parcae.py'
 model = 'gpt'
-out_dir = 'out/gpt_140m'
+out_dir = 'out-gpt_140m'
 n_embd = 768
 n_head = 6
 n_layer = 6

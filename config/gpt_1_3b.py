@@ -1,7 +1,7 @@
 # Transformer-1.3B baseline of the Parcae paper (Tables 18, 19, 21): 1,333,868,544 parameters,
 # 24 nanochat-style layers, 104B tokens. The matched looped model: config/parcae_1_3b.py.
 base = 'gpt_140m.py'
-out_dir = 'out/gpt_1_3b'
+out_dir = 'out-gpt_1_3b'
 n_embd = 1536
 n_head = 12
 n_layer = 24

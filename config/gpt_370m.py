@@ -1,7 +1,7 @@
 # Transformer-370M baseline of the Parcae paper (Tables 18, 19, 21): 385,903,104 parameters,
 # 12 nanochat-style layers, 29.6B tokens. The matched looped model: config/parcae_370m.py.
 base = 'gpt_140m.py'
-out_dir = 'out/gpt_370m'
+out_dir = 'out-gpt_370m'
 n_embd = 1024
 n_head = 8
 n_layer = 12

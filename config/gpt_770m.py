@@ -1,7 +1,7 @@
 # Transformer-770M baseline of the Parcae paper (Tables 18, 19, 21): 773,375,040 parameters,
 # 18 nanochat-style layers, 61.6B tokens. The matched looped model: config/parcae_770m.py.
 base = 'gpt_140m.py'
-out_dir = 'out/gpt_770m'
+out_dir = 'out-gpt_770m'
 n_embd = 1280
 n_head = 10
 n_layer = 18

@@ -3,10 +3,10 @@
 # parcae_370m.py, parcae_770m.py and parcae_1_3b.py are this file with their widths, depths and budgets.
 #   python train.py config/parcae_140m.py
 #   torchrun --standalone --nproc_per_node=8 train.py config/parcae_140m.py
-#   python -m tools.eval --out_dir=out/parcae_140m --sweep=num_recur=1..24   (test-time depth, L(T) fit)
+#   python -m tools.eval --out_dir=out-parcae_140m --sweep=num_recur=1..24   (test-time depth, L(T) fit)
 base = 'recipe/parcae.py'
 model = 'parcae'
-out_dir = 'out/parcae_140m'
+out_dir = 'out-parcae_140m'
 n_embd = 768
 n_head = 6
 n_prelude = 2

@@ -1,7 +1,7 @@
 # Parcae-1.3B (paper Tables 18, 19, 21): 1,338,591,744 parameters, 8/8/8 layers in P/R/C, 104B tokens.
 # Matched baseline: config/gpt_1_3b.py.
 base = 'parcae_140m.py'
-out_dir = 'out/parcae_1_3b'
+out_dir = 'out-parcae_1_3b'
 n_embd = 1536
 n_head = 12
 n_prelude = 8

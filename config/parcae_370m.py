@@ -1,7 +1,7 @@
 # Parcae-370M (paper Tables 18, 19, 21): 388,003,328 parameters, 4/4/4 layers in P/R/C, 29.6B tokens.
 # Matched baseline: config/gpt_370m.py.
 base = 'parcae_140m.py'
-out_dir = 'out/parcae_370m'
+out_dir = 'out-parcae_370m'
 n_embd = 1024
 n_head = 8
 n_prelude = 4

@@ -1,7 +1,7 @@
 # Parcae-770M (paper Tables 18, 19, 21): 776,655,680 parameters, 6/6/6 layers in P/R/C, 61.6B tokens.
 # Matched baseline: config/gpt_770m.py.
 base = 'parcae_140m.py'
-out_dir = 'out/parcae_770m'
+out_dir = 'out-parcae_770m'
 n_embd = 1280
 n_head = 10
 n_prelude = 6

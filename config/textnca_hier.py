@@ -1,7 +1,7 @@
 # Hier-TextNCA flagship: staged [8,32,128] x Ts=4, GRU gate, learned steps. Tables 2, 3, 5, 6, 7 (Ts=4). Paper 30.8M, PPL 60.3
 # Each textnca/textnca_*.py ablation is this file with only the fields it changes.
 base = 'recipe/textnca.py'
-out_dir = 'out/textnca_hier'
+out_dir = 'out-textnca_hier'
 model = 'textnca'
 n_embd = 512
 n_head = 8

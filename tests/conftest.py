@@ -78,4 +78,5 @@ def train_script():
 def get_batch(cfg, split, it, micro=0, rank=0, world=1, mask=None):
     """(x, y, holes) as train.py draws them for this config."""
     T = train_script()
-    return T.get_batch(split, it, micro, {**T.DEFAULTS, **cfg}, T.data_streams({**T.DEFAULTS, **cfg}), mask, rank, world)
+    streams = T.open_streams(T.data_streams({**T.DEFAULTS, **cfg}))[0]
+    return T.get_batch(split, it, micro, {**T.DEFAULTS, **cfg}, streams, mask, rank, world)

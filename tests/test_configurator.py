@@ -76,8 +76,9 @@ def test_every_config_file_is_valid():
 
 
 def test_every_config_file_names_its_own_out_dir():
-    """out/<config name> (config/textnca/textnca_k2.py -> out/textnca_k2); the results runs, whose names
-    repeat across papers, out/results/<paper>/<name>. The recipes under config/recipe/ are no runs."""
+    """out-<config name> (config/textnca/textnca_k2.py -> out-textnca_k2), a sibling of the default run's
+    out/ as in nanoGPT, so no run folder holds another; the results runs, whose names repeat across
+    papers, out-results/<paper>/<name>. The recipes under config/recipe/ are no runs."""
     import glob
     import os
     root = os.path.join(os.path.dirname(__file__), '..', 'config')
@@ -88,8 +89,8 @@ def test_every_config_file_names_its_own_out_dir():
             continue
         ns = {}
         exec(open(f).read(), ns)
-        name = rel if rel.startswith('results' + os.sep) else os.path.basename(rel)
-        assert ns.get('out_dir') == 'out/' + name.replace(os.sep, '/'), f
+        name = rel.replace(os.sep, '/') if rel.startswith('results' + os.sep) else os.path.basename(rel)
+        assert ns.get('out_dir') == 'out-' + name, f
 
 
 def test_help_prints_the_scripts_usage():

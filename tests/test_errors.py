@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 
 import numpy as np
@@ -111,6 +112,24 @@ def cases(d):
     # a disk that fills during the checkpoint write: the file, the space, the previous ckpt.pt whole
     train.append(('train.py:full_disk', [data, f'--out_dir={d}/full', '--init_from=resume', '--max_iters=2'],
                   'cannot write ' + f'{d}/full/ckpt.pt.tmp: No space left on device (it needs about'))
+    # a disk full when a run starts: the lock, the log or config.json cannot be written
+    train.append(('train.py:full_start', [data, *TINY, f'--out_dir={d}/fullstart'],
+                  f'cannot write to out_dir {d}/fullstart: No space left on device ('))
+    train.append(('train.py:full_config', [data, f'--out_dir={d}/full2', '--init_from=resume', '--max_iters=2'],
+                  f'cannot write to out_dir {d}/full2: No space left on device ('))
+    train += [('train.py', [data, *TINY, *args], msg) for args, msg in [
+        (['--learning_rate=1e999', f'--out_dir={d}/new/inf'], 'learning_rate must be a finite number, got inf'),
+        (['--min_lr=-1e999', f'--out_dir={d}/new/inf'], 'min_lr must be a finite number, got -inf'),
+        # the battery's character map is not tiny's: its ids would mean other characters
+        (['--p_synth=0.5', f'--out_dir={d}/new/synth'], "p_synth mixes synthetic's ids into tiny's, but they come from "
+                                                        "other tokenizers"),
+        ([run, '--init_from=resume', '--max_iters=0'], f'{d}/run/ckpt.pt holds iter 1, past --max_iters=0'),
+        ([f'--out_dir={d}/dangling'], f'out_dir {d}/dangling is a symlink to {d}/gone, which does not exist'),
+        # the data changed under a checkpoint: a resume says what changed and writes nothing
+        ([f'--out_dir={d}/changed', '--init_from=resume', '--max_iters=2'],
+         f"the data in {d}/data/tiny is not what the checkpoint trained on (train.bin holds 7,236 bytes (then 7,238); "
+         f"val.bin's first MiB differs; vocab_size is 17 (then 12)"),
+    ]]
     sample = [('sample.py', [run, *args], msg) for args, msg in [
         (['--num_samples=0'], 'num_samples must be >= 1'),
         (['--max_new_tokens=-1'], 'max_new_tokens must be >= 0'),
@@ -159,6 +178,7 @@ def cases(d):
         ('parcae', ['--sweep=num_recur=-1,1'], 'num_recur is a loop depth: it must be an integer >= 1, got -1'),
         ('textnca', ['--Ts=0'], 'Ts is a loop depth: it must be an integer >= 1, got 0'),
     ]] + [('eval.py', args, msg) for args, msg in [
+        ([f'--out_dir={d}/changed'], f"the data in {d}/data/tiny is not what the checkpoint trained on"),
         ([f'--out_dir={d}/truncated'], 'is unreadable'),
         ([f'--out_dir={d}/garbage'], 'is unreadable'),
         ([f'--out_dir={d}/absent'], 'no checkpoint at'),
@@ -202,13 +222,31 @@ def full_disk(main, room=4096):
     return run
 
 
+def full_start(main, spare=()):
+    """main, run where train.py cannot open a file to write (but those named in spare): ENOSPC."""
+    import builtins
+    import errno
+
+    def full_open(path, mode='r', *a, **k):
+        if any(c in mode for c in 'wa+') and os.path.basename(str(path)) not in spare:
+            raise OSError(errno.ENOSPC, 'No space left on device', str(path))
+        return builtins.open(path, mode, *a, **k)
+
+    def run(args):
+        main.__globals__['open'] = full_open
+        main(args)
+    return run
+
+
 def drive(table_path):
     """Runs each case of the table in a forked child; prints [exit code, stderr] per case."""
     import sample
     from conftest import train_script
     from tools import eval as evaluate
     mains = {'train.py': train_script().main, 'sample.py': sample.main, 'eval.py': evaluate.main,
-             'train.py:full_disk': full_disk(train_script().main)}
+             'train.py:full_disk': full_disk(train_script().main),
+             'train.py:full_start': full_start(train_script().main),
+             'train.py:full_config': full_start(train_script().main, spare=('.lock',))}
     results = []
     for k, (script, args) in enumerate(json.load(open(table_path))):
         err = f'{table_path}.{k}.err'
@@ -245,9 +283,20 @@ def workspace(tmp_path_factory):
     import prepare_data
     prepare_data.prepare('synthetic', out_dir=str(data), n_train=300, n_val=30, quiet=True)
     run_script('train.py', f'--data_dir={data}', *TINY, '--dataset=synthetic', f'--out_dir={d}/synrun')
-    (d / 'full').mkdir()
-    for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
-        (d / 'full' / name).write_bytes((d / 'run' / name).read_bytes())
+    # the data changed under a checkpoint: its record says train.bin was 2 bytes longer, val.bin began
+    # otherwise, the vocabulary held 12
+    changed = torch.load(d / 'run' / 'ckpt.pt', weights_only=False)
+    changed['data']['train']['bytes'] += 2
+    changed['data']['val']['head'] = '0' * 64
+    changed['data']['vocab_size'] = 12
+    (d / 'changed').mkdir()
+    torch.save(changed, d / 'changed' / 'ckpt.pt')
+    (d / 'changed' / 'log.jsonl').write_bytes((d / 'run' / 'log.jsonl').read_bytes())
+    os.symlink(d / 'gone', d / 'dangling')
+    for full in ('full', 'full2'):
+        (d / full).mkdir()
+        for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
+            (d / full / name).write_bytes((d / 'run' / name).read_bytes())
     for name, text in [('badkey', 'lerning_rate = 1e-3\n'), ('exits', 'import sys\nsys.exit(0)\n'),
                        ('badtype', 'max_iters = "ten"\n'), ('otherdata', "dataset = 'bigid'\n"),
                        ('parcae_layers', "model = 'parcae'\nn_layer = 12\n")]:
@@ -287,7 +336,8 @@ def test_every_mistake_is_one_line(workspace):
     d = workspace
     table = cases(d)
     before = {p: digest(p) for p in (d / 'run' / 'ckpt.pt', d / 'run' / 'log.jsonl', d / 'run' / 'config.json',
-                                     d / 'full' / 'ckpt.pt', d / 'parcae' / 'ckpt.pt')}
+                                     d / 'full' / 'ckpt.pt', d / 'full2' / 'log.jsonl', d / 'full2' / 'config.json',
+                                     d / 'changed' / 'ckpt.pt', d / 'changed' / 'log.jsonl', d / 'parcae' / 'ckpt.pt')}
     before.update({p: digest(p) for p in (d / 'data' / 'tiny').iterdir()})
     path = d / 'table.json'
     path.write_text(json.dumps([[script, [str(a) for a in args]] for script, args, _ in table]))
@@ -301,9 +351,9 @@ def test_every_mistake_is_one_line(workspace):
     assert not bad, '\n'.join(bad)
     # refused commands touched nothing: the trained run is byte-identical, no empty folder appeared
     assert before == {p: digest(p) for p in before}
-    for name in ('absent', 'new'):
+    for name in ('absent', 'new', 'gone', 'changed/config.json'):
         assert not os.path.exists(d / name)
-    assert not os.path.exists(d / 'full' / 'ckpt.pt.tmp')
+    assert not [f for f in os.listdir(d / 'full') + os.listdir(d / 'full2') if f.endswith('.tmp')]
 
 
 if __name__ == '__main__':
@@ -380,6 +430,142 @@ def test_overwrite_interrupted_before_its_first_checkpoint_keeps_the_old_run(wor
     one_line(p, 'before the first checkpoint', code=130)
     assert 'back in place' in p.stderr
     assert {n: digest(d / 'old' / n) for n in os.listdir(d / 'old') if n != '.lock'} == before
+
+
+@pytest.mark.parametrize('sig, code', [('SIGTERM', 143), ('SIGHUP', 129)])
+def test_a_schedulers_sigterm_and_a_closed_terminals_sighup_are_a_ctrl_c(workspace, sig, code):
+    import signal
+    d = workspace
+    p = start_train(d, f'--out_dir={d}/{sig}', '--max_iters=100000', '--log_interval=1', '--eval_interval=5')
+    for line in p.stdout:
+        if 'iter 12:' in line:
+            p.send_signal(getattr(signal, sig))
+            break
+    p.stdout.read()
+    p.wait(timeout=120)
+    p.stderr = p.stderr.read()
+    one_line(p, f'continue with python train.py --init_from=resume --out_dir={d}/{sig}', code=code)
+    assert re.search(rf'interrupted by {sig} at iter \d+; .*ckpt.pt holds iter \d+', p.stderr)
+    assert not [f for f in os.listdir(d / sig) if f.endswith('.tmp')]
+
+
+def slow_save_child(d, out, *args):
+    """train.py in a child whose checkpoint writes stall for seconds once begun (a big model's save),
+    saying 'saving' on stdout, so a signal lands inside the first save."""
+    import subprocess
+    code = ("import sys, time, runpy; sys.path.insert(0, '.'); import models, torch\n"
+            "save = torch.save\n"
+            "def slow(obj, f):\n"
+            "    f.write(b'x' * 4096); print('saving', flush=True); time.sleep(30); save(obj, f)\n"
+            "models.torch.save = slow\n"
+            "runpy.run_path('train.py', run_name='__main__')\n")
+    cmd = [sys.executable, '-c', code, f'--data_dir={d}/data', *TINY, f'--out_dir={out}', *args]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'})
+
+
+def test_sigterm_inside_the_first_save_leaves_no_tmp(workspace):
+    import signal
+    d = workspace
+    p = slow_save_child(d, d / 'firstsave', '--max_iters=5')
+    for line in p.stdout:
+        if 'saving' in line:
+            assert os.path.exists(d / 'firstsave' / 'ckpt.pt.tmp')
+            p.send_signal(signal.SIGTERM)
+            break
+    p.stdout.read()
+    p.wait(timeout=120)
+    p.stderr = p.stderr.read()
+    one_line(p, 'interrupted by SIGTERM at iter 0, before the first checkpoint: nothing to resume', code=143)
+    assert sorted(os.listdir(d / 'firstsave')) == ['.lock', 'config.json', 'log.jsonl']
+
+
+def test_overwrite_never_moves_another_run_or_foreign_files(workspace):
+    # the legacy layout: a run folder inside the default run's out/, and a file no run writes
+    d = workspace
+    out = d / 'legacy'
+    shutil.copytree(d / 'run', out)
+    shutil.copytree(d / 'run', out / 'cpu_parcae')
+    (out / 'notes.txt').write_text('mine')
+    (out / 'eval').mkdir()
+    (out / 'eval' / 'old.json').write_text('{}')
+    theirs = {p: digest(p) for p in [out / 'notes.txt', *(out / 'cpu_parcae').iterdir()]}
+    p = start_train(d, f'--out_dir={out}', '--overwrite=True', '--max_iters=2', '--eval_interval=2')
+    p.stdout.read()
+    p.wait(timeout=120)
+    assert p.returncode == 0, p.stderr.read()
+    assert theirs == {p: digest(p) for p in theirs}
+    assert sorted(os.listdir(out)) == ['.lock', 'ckpt.pt', 'config.json', 'cpu_parcae', 'log.jsonl', 'notes.txt']
+    assert torch.load(out / 'ckpt.pt', weights_only=False)['iter_num'] == 2
+
+
+def test_overwrite_killed_before_its_first_checkpoint_is_put_back_at_the_next_start(workspace):
+    import signal
+    import subprocess
+    d = workspace
+    out = d / 'killed'
+    shutil.copytree(d / 'run', out)
+    before = {n: digest(out / n) for n in ('ckpt.pt', 'log.jsonl', 'config.json')}
+    p = start_train(d, f'--out_dir={out}', '--overwrite=True', '--eval_iters=100000')
+    for line in p.stdout:
+        if 'mfu against' in line:
+            p.send_signal(signal.SIGKILL)
+            break
+    p.wait(timeout=120)
+    assert os.path.isfile(out / 'replaced' / 'ckpt.pt') and not os.path.exists(out / 'ckpt.pt')
+    # what reads a checkpoint names replaced/ and how it comes back
+    q = subprocess.run([sys.executable, 'sample.py', f'--out_dir={out}'], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    one_line(q, f'{out}/replaced/ holds the run an interrupted --overwrite set aside')
+    q = start_train(d, f'--out_dir={out}', '--init_from=resume', '--eval_only=True')
+    q.stdout.read()
+    q.wait(timeout=120)
+    err = q.stderr.read()
+    assert q.returncode == 0 and err.count('put back the run in') == 1, err
+    assert {n: digest(out / n) for n in before} == before and not os.path.exists(out / 'replaced')
+
+
+def test_a_resume_with_float16_on_a_run_saved_without_a_scaler(workspace):
+    # the fp32 run saved an empty scaler state: the fp16 resume starts a fresh scaler, as a new fp16 run does
+    d = workspace
+    out = d / 'fp16'
+    shutil.copytree(d / 'run', out)
+    p = start_train(d, f'--out_dir={out}', '--init_from=resume', '--dtype=float16', '--max_iters=3')
+    p.stdout.read()
+    p.wait(timeout=120)
+    assert p.returncode == 0, p.stderr.read()
+    assert torch.load(out / 'ckpt.pt', weights_only=False)['scaler']['scale'] > 0
+
+
+def torchrun(d, *args):
+    import subprocess
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py',
+           f'--data_dir={d}/data', *TINY, *args]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'})
+
+
+def test_torchrun_bad_data_is_one_line_and_sigterm_names_the_torchrun_command(workspace):
+    import signal
+    d = workspace
+    # token ids only rank 0 reads: rank 1 stops with it, without a traceback of its own
+    p = torchrun(d, '--dataset=bigid', f'--out_dir={d}/new/ddp')
+    out, err = p.communicate(timeout=300)
+    assert p.returncode != 0 and err.count('error: ') == 1 and 'holds token id 999' in err, err
+    assert 'train.py' not in ''.join(ln for ln in err.splitlines() if ln.startswith('  File')), err
+    # SIGTERM to torchrun (a scheduler's): rank 0's line repeats the launch command
+    p = torchrun(d, f'--out_dir={d}/ddpterm', '--max_iters=100000', '--log_interval=1', '--eval_interval=5')
+    for line in p.stdout:
+        if 'iter 12:' in line:
+            p.send_signal(signal.SIGTERM)
+            break
+    p.stdout.read()
+    p.wait(timeout=120)
+    err = p.stderr.read()
+    assert err.count('interrupted by SIGTERM') == 1, err
+    assert (f'continue with torchrun --standalone --nproc_per_node=2 train.py --init_from=resume '
+            f'--out_dir={d}/ddpterm') in err, err
+    assert 'train.py' not in ''.join(ln for ln in err.splitlines() if ln.startswith('  File')), err
 
 
 def test_digits_as_text_and_a_closed_pipe(workspace):

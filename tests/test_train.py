@@ -123,18 +123,87 @@ def test_ddp_two_gloo_processes(char_data, tmp_path):
     assert [e['iter'] for e in evals] == [0, 3, 6]
     ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
     assert len(ckpt['rng']) == len(ckpt['cuda_rng']) == 2   # every rank's generators, the device's too (None on a CPU)
-    # every rank takes the checkpoint decision from the same number: the mean of all ranks' eval
-    # losses (each rank has its own eval batches), recomputed here from the saved weights
+    # every rank takes the checkpoint decision from the same number: the eval set of one process
+    # (batch k scored by rank k % 2, the sums reduced), recomputed here from the saved weights
     import models
     model, ckpt = models.load_checkpoint(out)
     model.eval()
     cfg = ckpt['config']
     with torch.no_grad():
-        per_rank = [sum(model(*get_batch(cfg, 'val', -1 - k, rank=rank, world=2)[:2])[1].item()
-                        for k in range(cfg['eval_iters'])) / cfg['eval_iters'] for rank in (0, 1)]
+        per_batch = [model(*get_batch(cfg, 'val', -1 - k)[:2])[1].item() for k in range(cfg['eval_iters'])]
     logged = {e['iter']: e['val_loss'] for e in evals}[ckpt['iter_num']]
-    assert abs(per_rank[0] - per_rank[1]) > 1e-3
-    assert logged == pytest.approx(sum(per_rank) / 2, abs=1e-5)
+    assert abs(per_batch[0] - per_batch[1]) > 1e-3     # a rank that scored only its own batch would be caught
+    assert logged == pytest.approx(sum(per_batch) / 2, abs=1e-5)
+
+
+def test_batches_are_a_function_of_the_iteration_alone(char_data, tmp_path):
+    # an iteration's sequences, read as the ranks' micro-steps in order, are one process's whatever
+    # the world size and micro-batch split: windows, mixed-in synthetic rows with their task holes,
+    # stride holes, and the blocks sampler
+    from conftest import make_char_dataset
+    make_char_dataset(str(tmp_path), name='tiny', n_chars=4000, seed=1)    # the same tokenizer, other text
+    n = os.path.getsize(tmp_path / 'tiny' / 'train.bin') // 2
+    marks = np.zeros(n, dtype=np.uint8)
+    marks[np.arange(n) % 23 < 3] = 1
+    marks.tofile(tmp_path / 'tiny' / 'train_answers.bin')
+    os.makedirs(tmp_path / 'data' / 'tiny')
+    for f in ('train.bin', 'val.bin', 'meta.json'):
+        os.symlink(os.path.join(char_data, 'tiny', f), tmp_path / 'data' / 'tiny' / f)
+    os.symlink(tmp_path / 'tiny', tmp_path / 'data' / 'synth')
+    base = {'data_dir': str(tmp_path / 'data'), 'dataset': 'tiny', 'block_size': 16, 'batch_size': 4,
+            'gradient_accumulation_steps': 4}
+    for extra in ({}, {'p_fill': 0.5, 'p_synth': 0.5, 'synth_dataset': 'synth'}, {'sampler': 'blocks'}):
+        cfg = {**base, **extra}
+        whole = {}
+        for world in (1, 2, 4, 8):
+            n_micro, accum = train_script().split_batch({**train_script().DEFAULTS, **cfg}, world)
+            parts = [get_batch(cfg, 'train', 5, micro, rank, world, mask=99)
+                     for rank in range(world) for micro in range(accum)]
+            whole[world] = [torch.cat([p[i] for p in parts]) if parts[0][i] is not None else None for i in range(3)]
+        for world in (2, 4, 8):
+            assert all(a is None and b is None or torch.equal(a, b) for a, b in zip(whole[1], whole[world])), (extra, world)
+        if extra.get('p_fill'):
+            holes = whole[1][2]
+            assert holes.any() and (whole[1][0][holes] == 99).all()
+        assert not torch.equal(whole[1][0], get_batch(cfg, 'train', 6, 0, 0, 1, mask=99)[0][:4])   # another iteration
+
+
+def test_a_dataset_prepared_anew_under_a_run_changes_nothing_it_reads(char_data, tmp_path):
+    # prepare_data.py writes a dataset beside and swaps it in: a run keeps the files it opened
+    import shutil
+    shutil.copytree(os.path.join(char_data, 'tiny'), tmp_path / 'tiny')
+    cfg = {**train_script().DEFAULTS, 'data_dir': str(tmp_path), 'dataset': 'tiny', 'block_size': 16, 'batch_size': 4}
+    streams, record = train_script().open_streams(train_script().data_streams(cfg))
+    before = train_script().get_batch('train', 3, 0, cfg, streams, None)[0]
+    for split in ('train', 'val'):
+        np.zeros(5000, dtype=np.uint16).tofile(tmp_path / f'{split}.new')
+        os.replace(tmp_path / f'{split}.new', tmp_path / 'tiny' / f'{split}.bin')
+    assert torch.equal(train_script().get_batch('train', 3, 0, cfg, streams, None)[0], before) and before.any()
+    now = train_script().open_streams(train_script().data_streams(cfg))[1]
+    assert now['train']['bytes'] == 10000 != record['train']['bytes'] and now['val']['head'] != record['val']['head']
+
+
+def test_a_resume_at_another_world_size_continues_or_says_why_not(char_data, tmp_path):
+    # two gloo ranks train 2 iterations, one process continues to 4: its eval at 4 is the
+    # uninterrupted one-process run's, to the rounding of the summed gradients
+    common = ['--max_iters=4', '--lr_decay_iters=4', '--eval_interval=2', '--gradient_accumulation_steps=2', '--warmup_iters=0']
+    a, b, c = tmp_path / 'a', tmp_path / 'b', tmp_path / 'c'
+    train(char_data, a, *common)
+    ddp = ('torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py', f'--data_dir={char_data}')
+    run_script(*ddp, f'--out_dir={b}', *TINY, *common, '--max_iters=2', module=True, timeout=300)
+    train(char_data, b, *common, '--init_from=resume')
+    train(char_data, c, *common, '--seed=7')    # other batches: what a resume on other batches would log
+    val = {d: {e['iter']: e['val_loss'] for e in read_log(d, 'eval')} for d in (a, b, c)}
+    assert abs(val[b][4] - val[a][4]) < 1e-4 and abs(val[b][2] - val[a][2]) < 1e-4, val
+    assert abs(val[c][4] - val[a][4]) > 1e-3, val
+    # a model that draws random numbers in training (dropout) draws them per process: refused in one line
+    T = train_script()
+    cfg = {**T.DEFAULTS, 'model': 'gpt', 'out_dir': str(b), 'n_layer': 1, 'n_head': 2, 'n_embd': 16, 'vocab_size': 13}
+    xy = (torch.zeros(1, 8, dtype=torch.long), torch.zeros(1, 8, dtype=torch.long))
+    T.check_world(cfg, {'rng': [None, None]}, models.build_model('gpt', cfg), xy, 1, 'cpu')
+    with pytest.raises(T.ConfigError, match='trained by 2 process.*torchrun --standalone --nproc_per_node=2'):
+        T.check_world({**cfg, 'dropout': 0.1}, {'rng': [None, None]}, models.build_model('gpt', {**cfg, 'dropout': 0.1}),
+                      xy, 1, 'cpu')
 
 
 def test_torchrun_with_the_default_arguments(tmp_path):
@@ -223,7 +292,7 @@ def test_resume_checks_keys_against_the_runs_own_model(char_data, tmp_path):
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(char_data, tmp_path):
     out = tmp_path / 'nan'
-    p = train(char_data, out, '--max_iters=10', '--eval_interval=2', '--learning_rate=1e999', '--warmup_iters=0',
+    p = train(char_data, out, '--max_iters=10', '--eval_interval=2', '--learning_rate=1e30', '--warmup_iters=0',
               '--schedule=constant', '--grad_clip=0.0', check=False)
     assert p.returncode == 2 and ('not finite' in p.stderr or 'training loss is' in p.stderr), p.stderr
     assert f'--init_from={out} --out_dir=NEW' in p.stderr

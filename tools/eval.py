@@ -8,10 +8,10 @@ out_dir/eval/) as JSON, and as a PNG where there is something to plot.
     python -m tools.eval --out_dir=out --sweep=Ts=1,2,4,6,8     # TextNCA inference-time Ts
     python -m tools.eval --out_dir=out --extrapolate=256,512,1024,2048
     python -m tools.eval --out_dir=out --infill=True --battery=True
-    python -m tools.eval --compare out/fon_cpu_battery_ft_{fon,gpt,mamba2} --battery    # FON Table 8: fill mode
+    python -m tools.eval --compare out-fon_cpu_battery_ft_{fon,gpt,mamba2} --battery    # FON Table 8: fill mode
     python -m tools.eval --out_dir=out --nca_steps=True --gates=True   # TextNCA Fig. 8 / Fig. 10
-    python -m tools.eval --compare out/gpt_140m out/parcae_140m   # Markdown table + loss curves
-    python -m tools.eval --compare out/fon_d256_t1 out/fon_tf_d256 --extrapolate=256,512,1024,2048   # extrapolation, one figure
+    python -m tools.eval --compare out-gpt_140m out-parcae_140m   # Markdown table + loss curves
+    python -m tools.eval --compare out-fon_d256_t1 out-fon_tf_d256 --extrapolate=256,512,1024,2048   # extrapolation, one figure
     python -m tools.eval --out_dir=out --num_recur=16           # any forward knob, passed to every call
 
 Scoring. Default: train.py's own eval set (batches.get(split, -1 - k), k < eval_iters, with the
@@ -70,7 +70,7 @@ battery_n = 100          # examples per task
 baseline_from = ''       # --infill: the checkpoint without hole fine-tuning ('': the run's init_from)
 nca_steps = False        # TextNCA: loss after every NCA step (model.step_losses)
 gates = False            # TextNCA: mean update/reset gates per step (model.gate_stats)
-compare = ''             # run folders (python -m tools.eval --compare out/a out/b ...)
+compare = ''             # run folders (python -m tools.eval --compare out-a out-b ...)
 out = ''                 # '': out_dir/eval (compare: the first run's folder/compare)
 device = 'auto'
 dtype = 'auto'
@@ -91,7 +91,7 @@ def split_argv(argv):
                 runs.append(argv[i + 1])
                 i += 1
             if not runs:
-                raise ConfigError('--compare needs run folders: --compare out/a out/b ...')
+                raise ConfigError('--compare needs run folders: --compare out-a out-b ...')
         elif a in ('--sweep', '--extrapolate') and i + 1 < len(argv) and not argv[i + 1].startswith('--'):
             args.append(f'{a}={argv[i + 1]}')
             i += 1
@@ -274,6 +274,8 @@ class Evaluator:
         if configurator.tokenizer_problem(self.meta):
             raise ConfigError(f"the meta in the checkpoint in {cfg['out_dir']} {configurator.tokenizer_problem(self.meta)}")
         self.vocab = self.model.config.vocab_size
+        if self.tcfg['dataset'] == ckpt['config'].get('dataset'):   # the run's own data, as it trained on it
+            self.check_data(ckpt.get('data'))
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f"{cfg['split']}.bin")
         if os.path.isfile(path):   # a missing one is named where it is read
             configurator.check_tokens(path, 1, self.vocab)
@@ -284,6 +286,18 @@ class Evaluator:
         self.accepts_holes = 'holes' in models.knob_names(self.model)
         # trained with causal=False (train.py): a masked-reconstruction encoder, scored at holes with full attention
         self.causal = self.tcfg.get('causal', True)
+
+    def check_data(self, then):
+        """Stops when the data is not what the checkpoint recorded it trained on (sizes, heads, meta.json)."""
+        streams = {}
+        for split in ('train', 'val'):
+            path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
+            if os.path.isfile(path):
+                with open(path, 'rb') as f:
+                    streams[split] = configurator.stream_record(f)
+        configurator.check_data(then, configurator.data_record(self.tcfg, self.meta, streams),
+                                os.path.join(self.tcfg['data_dir'], self.tcfg['dataset']),
+                                "evaluate it on the data it trained on (--data_dir), or train again on this data")
 
     def generator(self, *key):
         """Seeded as train.py's get_batch seeds a batch on rank 0."""

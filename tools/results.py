@@ -2,7 +2,7 @@
 Each paper's claim at a scale a CPU can run: tiny Shakespeare characters (bytes for the workspace, the
 synthetic battery for FON's Table 8), the CPU demos' recipes (the runs are config/results/<paper>/*.py),
 from ten minutes to about an hour and a half per paper on 2 cores. One command per paper trains the
-models its claim needs (train.py runs under out/results/<paper>/; a finished run is reused, a killed one
+models its claim needs (train.py runs under out-results/<paper>/; a finished run is reused, a killed one
 resumed), scores them with eval.py on the whole validation stream and writes results/<paper>.md (the
 tables) and results/<paper>.png (the curves).
 
@@ -160,7 +160,7 @@ PAPERS = {
 
 def run_dir(paper, name, seed):
     slug = '_'.join(''.join(c if c.isalnum() else ' ' for c in name).split())
-    return os.path.join('out', 'results', paper + (f'-iters{ITERS}' if ITERS else ''), f'{slug}-s{seed}')
+    return os.path.join('out-results', paper + (f'-iters{ITERS}' if ITERS else ''), f'{slug}-s{seed}')
 
 
 def fail(msg):
@@ -947,7 +947,7 @@ UNIGRAM = 3.31   # tiny Shakespeare's unigram entropy, nats per character
 
 def write(paper, rows, fig, extra, seeds):
     # results/ holds the full runs' tables; a quick --iters look writes beside its runs
-    dest = os.path.join(ROOT, 'results') if not ITERS else os.path.join(ROOT, 'out', 'results', f'{paper}-iters{ITERS}')
+    dest = os.path.join(ROOT, 'results') if not ITERS else os.path.join(ROOT, 'out-results', f'{paper}-iters{ITERS}')
     os.makedirs(dest, exist_ok=True)
     fig.tight_layout()
     png = os.path.join(dest, f'{paper}.png')

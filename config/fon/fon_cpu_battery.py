@@ -4,14 +4,14 @@
 # full attention, the loss at the holes, from the start), and Mamba2. One config for the models
 # (--model picks one, each at d 64, L 2 with its own defaults otherwise):
 #   python prepare_data.py synthetic
-#   python train.py config/fon/fon_cpu_battery.py --model=fon --out_dir=out/fon_cpu_battery_fon
-#   python train.py config/fon/fon_cpu_battery_ft.py --model=fon --init_from=out/fon_cpu_battery_fon \
-#       --out_dir=out/fon_cpu_battery_ft_fon
+#   python train.py config/fon/fon_cpu_battery.py --model=fon --out_dir=out-fon_cpu_battery_fon
+#   python train.py config/fon/fon_cpu_battery_ft.py --model=fon --init_from=out-fon_cpu_battery_fon \
+#       --out_dir=out-fon_cpu_battery_ft_fon
 #   (the same two lines with --model=gpt and --model=mamba2, and with --model=gpt --causal=False --p_fill=1.0)
-#   python -m tools.eval --compare out/fon_cpu_battery_ft_{fon,gpt,gpt_bi,mamba2} --battery
+#   python -m tools.eval --compare out-fon_cpu_battery_ft_{fon,gpt,gpt_bi,mamba2} --battery
 # python -m tools.results battery runs all of it (config/results/battery/).
 # On a shared CPU, OMP_NUM_THREADS=1 avoids thread oversubscription (here 17x slower without it).
-out_dir = 'out/fon_cpu_battery'   # one model's: --out_dir=out/fon_cpu_battery_<model> keeps them apart
+out_dir = 'out-fon_cpu_battery'   # one model's: --out_dir=out-fon_cpu_battery_<model> keeps them apart
 dataset = 'synthetic'
 vocab_size = 45            # 44 symbols + the MASK row hole fine-tuning needs (id 44)
 block_size = 96            # every battery example fits (the longest, mem_l, is under 92)

@@ -2,7 +2,7 @@
 # CPU scale, except that every sequence is holed (p_fill 1, the paper's 0.5) to make the most of
 # few steps: in a synthetic window every answer span is a hole.
 base = ('fon_cpu_battery.py', '../recipe/fon_holes.py')
-out_dir = 'out/fon_cpu_battery_ft'
+out_dir = 'out-fon_cpu_battery_ft'
 p_fill = 1.0
 learning_rate = 5e-3
 max_iters = 2000

@@ -1,5 +1,5 @@
 # Hole fine-tuning of FON-OD (Table 5: fill 0.203).
 base = ('../fon_d256_t1.py', '../recipe/fon_holes.py')
-out_dir = 'out/fon_d256_od_t1_ft'
-init_from = 'out/fon_d256_od_t1'
+out_dir = 'out-fon_d256_od_t1_ft'
+init_from = 'out-fon_d256_od_t1'
 coupling = 'OD'

@@ -1,6 +1,6 @@
 # Hole fine-tuning of FON-PC-T2 at d 512 (Table 5: fill 0.273).
 base = ('../fon_d256_t1.py', '../recipe/fon_holes.py')
-out_dir = 'out/fon_d512_t2_ft'
-init_from = 'out/fon_d512_t2'
+out_dir = 'out-fon_d512_t2_ft'
+init_from = 'out-fon_d512_t2'
 num_recur = 2
 n_embd = 512

@@ -7,7 +7,7 @@
 #   python train.py config/parcae/rdm_100m.py
 # rdm_350m.py and rdm_parcae_*.py are this file with only what they change.
 model = 'parcae'
-out_dir = 'out/rdm_100m'
+out_dir = 'out-rdm_100m'
 dataset = 'fineweb_edu'
 vocab_size = 65536
 block_size = 2048

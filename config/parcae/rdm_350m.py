@@ -2,7 +2,7 @@
 # Table 3): 382,765,056 parameters; rdm_100m.py at the larger shape. Parcae on the same setup:
 # config/parcae/rdm_parcae_350m.py.
 base = 'rdm_100m.py'
-out_dir = 'out/rdm_350m'
+out_dir = 'out-rdm_350m'
 n_embd = 2048
 n_head = 16
 d_ff = 7040

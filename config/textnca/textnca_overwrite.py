@@ -1,4 +1,4 @@
 # Sec. A.4: overwrite gate, h = u.
 base = '../textnca_hier.py'
-out_dir = 'out/textnca_overwrite'
+out_dir = 'out-textnca_overwrite'
 gate = 'overwrite'

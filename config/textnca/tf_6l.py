@@ -1,7 +1,7 @@
 # Table 3: Transformer-6L, global attention, learned positions, tied head. Paper 35.5M, PPL 52.8
 # tf_12l.py, swin_tf_*.py and ut.py (this folder) are this file with only the fields they change.
 base = '../recipe/textnca.py'
-out_dir = 'out/tf_6l'
+out_dir = 'out-tf_6l'
 model = 'gpt'
 n_layer = 6
 n_head = 8

@@ -2,7 +2,7 @@
 # scale/shift before the block and an element-wise readout of the earlier exits.
 # 101,708,936 parameters (-778).
 base = ('../workspace_small.py', '../recipe/workspace_medium.py')
-out_dir = 'out/ws_conditioned_dense_medium'
+out_dir = 'out-ws_conditioned_dense_medium'
 variant = 'conditioned_dense'
 n_embd = 2560
 n_head = 20

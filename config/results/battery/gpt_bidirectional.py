@@ -4,7 +4,7 @@
 # learned position table the masked objective stayed at the answer tokens' unigram loss (2.54 after 600 iterations,
 # every hole answered ' '); with RoPE it left it at once (1.70 after 300).
 base = '../../fon/fon_cpu_battery.py'
-out_dir = 'out/results/battery/gpt_bidirectional'
+out_dir = 'out-results/battery/gpt_bidirectional'
 model = 'gpt'
 pos = 'rope'
 causal = False

@@ -1,9 +1,9 @@
 # tools/results.py fon: hole fine-tuning at CPU scale (FON paper Table 5), read after a pretraining run's config:
-#   python train.py config/results/fon/fon.py config/results/fon/holes.py --init_from=out/results/fon/fon
+#   python train.py config/results/fon/fon.py config/results/fon/holes.py --init_from=out-results/fon/fon
 # Not a model: it names no base, the pretraining config before it gives the model. The paper's recipe
 # (stride-8 holes with p 0.15, constant rate a third of pretraining's, no warm-up) except that every sequence
 # is holed (p_fill 1, the paper's 0.5): two holes per sequence is little signal for a few hundred steps.
-out_dir = 'out/results/fon/holes'
+out_dir = 'out-results/fon/holes'
 p_fill = 1.0
 max_iters = 1500
 learning_rate = 5e-4

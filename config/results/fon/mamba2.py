@@ -1,7 +1,7 @@
 # tools/results.py fon: Mamba2 (baselines.Mamba2, chunked SSD) matched to config/cpu_fon.py in parameters and
 # FLOPs (880,608 vs 891,908; 6.92M vs 6.91M FLOPs per token at 128): the FON paper's headline control (Table 2).
 base = '../../recipe/shakespeare_char.py'
-out_dir = 'out/results/fon/mamba2'
+out_dir = 'out-results/fon/mamba2'
 eval_interval = 100
 model = 'mamba2'
 vocab_size = 66

@@ -2,7 +2,7 @@
 # RMS norm, ReLU^2, value embeddings), 6 layers with d_ff 534 for 1,248,768, on parcae.py's recipe (Adam, Table 2;
 # followed by muon.py: Table 21's).
 base = '../../recipe/shakespeare_char.py'
-out_dir = 'out/results/parcae/gpt'
+out_dir = 'out-results/parcae/gpt'
 eval_interval = 100
 max_iters = 600
 update_clipping = True

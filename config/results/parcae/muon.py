@@ -2,7 +2,7 @@
 # Muon for the hidden matrices, AdamW for the rest) for Parcae and the GPT alike, after their model config:
 #   python train.py config/results/parcae/gpt.py config/results/parcae/muon.py --learning_rate=8e-3
 # Not a model. One learning rate for both groups (the paper's best for both is 8e-3); results.py sweeps it.
-out_dir = 'out/results/parcae/muon'
+out_dir = 'out-results/parcae/muon'
 optimizer = 'muon'
 muon_variant = 'parcae'      # Section Q.2: Polar Express, factored variance reduction, cautious weight decay
 muon_lr = None               # = learning_rate

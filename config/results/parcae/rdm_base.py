@@ -2,7 +2,7 @@
 # blocks instead of the sandwich (norm before and after each sublayer); tests/test_results.py checks that the two
 # differ in nothing else.
 base = '../../cpu_parcae.py'
-out_dir = 'out/results/parcae/rdm_base'
+out_dir = 'out-results/parcae/rdm_base'
 eval_interval = 100
 max_iters = 600
 update_clipping = True

@@ -2,7 +2,7 @@
 # GELU, biases, tied head) at the TextNCA run's width (d 96) and recipe (config/results/textnca/textnca.py).
 # results.py passes --windows for SWin-TF-Staged and SWin-TF-6L, and --n_embd=84 for the parameter-matched row.
 base = '../../recipe/shakespeare_char.py'
-out_dir = 'out/results/textnca/gpt'
+out_dir = 'out-results/textnca/gpt'
 eval_interval = 100
 block_size = 128
 batch_size = 6

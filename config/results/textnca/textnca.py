@@ -3,7 +3,7 @@
 # exceeds the block only in stage 3, as the paper's 661 exceeds 512 (Sec. 3.2). 6 x 128 = 12 x 64 tokens per
 # iteration, the demo's budget. results.py passes --windows for the schedule rows and --Ts for the Ts sweep.
 base = '../../cpu_textnca.py'
-out_dir = 'out/results/textnca/textnca'
+out_dir = 'out-results/textnca/textnca'
 eval_interval = 100
 block_size = 128
 batch_size = 6

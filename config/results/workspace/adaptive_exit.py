@@ -5,5 +5,5 @@ base = ('../../workspace_small.py', '../../recipe/shakespeare_byte.py')
 variant = 'adaptive_exit'
 n_embd = 256
 n_head = 8
-out_dir = 'out/results/workspace/adaptive_exit'
+out_dir = 'out-results/workspace/adaptive_exit'
 d_ff = 784

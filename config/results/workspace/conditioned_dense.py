@@ -3,5 +3,5 @@
 # matches the workspace row again at block 128: 832,225 parameters.
 base = ('../../workspace_small.py', '../../recipe/shakespeare_byte.py')
 variant = 'conditioned_dense'
-out_dir = 'out/results/workspace/conditioned_dense'
+out_dir = 'out-results/workspace/conditioned_dense'
 d_ff = 737

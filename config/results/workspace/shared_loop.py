@@ -5,5 +5,5 @@ base = ('../../workspace_small.py', '../../recipe/shakespeare_byte.py')
 variant = 'shared_loop'
 n_embd = 256
 n_head = 8
-out_dir = 'out/results/workspace/shared_loop'
+out_dir = 'out-results/workspace/shared_loop'
 d_ff = 786
