@@ -61,6 +61,7 @@ p_fill = 0.0                 # hole fine-tuning: probability that a sequence get
 hole_stride = 8              # holes fall on positions p with p % hole_stride == 0 ...
 p_hole = 0.15                # ... each with this probability
 mask_id = None               # None: meta.json's mask_id, else the first id after the data's vocabulary
+loss_on = 'all'              # 'all' tokens | 'answers': only the answer spans of a synthetic set ({split}_answers.bin)
 causal = True                # False (GPT only, needs p_fill > 0): full attention, the loss at the holes only (a
                              # BERT-style masked-reconstruction encoder); its eval sets are holed and scored there
 # model: any field of the model's config dataclass may be set too; these shape defaults apply
@@ -277,7 +278,24 @@ def load_data(cfg, master, ddp):
             raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(need)})"
                               if name != 'synth_train' else f"{path} not found: p_synth needs {prepare_hint(need)}")
         check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'] if master else None)   # one rank reads every id
+    if cfg['loss_on'] == 'answers':
+        check_answers(streams, cfg['block_size'])
     return meta, streams, mask
+
+
+def check_answers(streams, T):
+    """loss_on='answers' scores only answer tokens, so every window of T targets must hold one
+    (else a batch's mean loss is 0/0): the answer marks must exist and lie at most T apart."""
+    for split in ('train', 'val'):
+        path = streams[split][:-4] + '_answers.bin'
+        if not os.path.isfile(path):
+            raise ConfigError(f"loss_on='answers' needs {path}, the answer marks of a synthetic dataset "
+                              f"(python prepare_data.py hops, or synthetic)")
+        marks = np.fromfile(path, dtype=np.uint8)
+        gap = int(np.diff(np.flatnonzero(marks), prepend=-1, append=len(marks)).max()) if marks.any() else len(marks)
+        if gap > T:
+            raise ConfigError(f"loss_on='answers': {path} has answers up to {gap} tokens apart, so a window of "
+                              f"block_size {T} may hold none; raise block_size to at least {gap}")
 
 
 def batch_generator(cfg, rank, *key):
@@ -338,6 +356,8 @@ def get_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
                 marks = torch.zeros_like(xy, dtype=torch.bool) if marks is None else marks
                 marks[use] = synth_marks
     x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
+    if cfg['loss_on'] == 'answers':     # the depth task: no signal from the text around the answer
+        y = y.masked_fill(~marks[:, 1:], -1)
     holes = None
     if cfg['p_fill'] > 0 and (training or not cfg['causal']):    # a causal=False run is scored at holes
         x, y, holes = make_holes(x, y, mask, g, cfg['p_fill'] if training else 1.0, cfg['hole_stride'],
