@@ -1,8 +1,8 @@
 # The depth task's gate (tools/results.py depth): the answer is k pointer lookups away (battery.py's
 # hops, loss on the answer only). A 3-layer GPT should fall behind a 6-layer one from k = 3 on if
 # depth is the bottleneck; only then do the looped models' depth sweeps mean anything.
-#   python prepare_data.py hops && python train.py config/depth/gpt_3l.py
-out_dir = 'out/depth/gpt_3l'
+#   python prepare_data.py hops && python train.py config/results/depth/gpt_3l.py
+out_dir = 'out/results/depth/gpt_3l'
 dataset = 'hops'
 loss_on = 'answers'
 block_size = 64
