@@ -416,22 +416,23 @@ def set_schedule(opts, it, cfg):
 def estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world):
     """Mean train and val loss over eval_iters fixed batches; a causal=False run's is the loss at
     the holes of its holed eval batches (every sequence holed as in training, full attention), the
-    mean over all their holes. Under torchrun every rank must take the same checkpoint/NaN
+    mean over all their holes, and a loss_on='answers' run's the mean over all their answer tokens. Under torchrun every rank must take the same checkpoint/NaN
     decision (saving is collective), so the means are averaged over ranks, which also evaluates
     on world x eval_iters batches."""
     model.eval()
     losses = torch.zeros(2, cfg['eval_iters'], device=dev)   # on dev: nccl reduces only CUDA tensors
     counts = torch.ones(2, cfg['eval_iters'], device=dev)    # targets scored (causal=False: holes)
+    weighted = not cfg['causal'] or cfg['loss_on'] == 'answers'   # batches score different numbers of targets
     for i, split in enumerate(('train', 'val')):
         for k in range(cfg['eval_iters']):
             x, y, holes = get_batch(split, -1 - k, 0, cfg, streams, mask, rank, world)
-            kw, n = {}, 1
+            kw, n = {}, int((y != -1).sum()) if weighted else 1
             if not cfg['causal']:   # the hole loss: full attention, the targets at the holes only
                 y, kw, n = hole_targets(y, holes)[0], {'causal': False}, int(holes.sum())
             with autocast:
                 _, loss = model(x.to(dev), y.to(dev), **kw)
             losses[i, k], counts[i, k] = (loss.float() * n, n) if n else (0.0, 0)
-    mean = losses.mean(dim=1) if cfg['causal'] else losses.sum(1) / counts.sum(1)
+    mean = losses.sum(1) / counts.sum(1) if weighted else losses.mean(dim=1)
     if torch.distributed.is_initialized():
         torch.distributed.all_reduce(mean)
         mean /= torch.distributed.get_world_size()

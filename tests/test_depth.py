@@ -71,3 +71,10 @@ def test_answer_loss_falls_below_its_failure_mode(hops, tmp_path):
     first, last = [r['val_loss'] for r in read_log(out, 'eval')][::len(read_log(out, 'eval')) - 1]
     assert abs(first - math.log(vocab)) < 0.5
     assert last < (math.log(vocab) + math.log(26) / 2) / 2
+    # eval.py scores such a run where it trained: its eval set gives the logged val loss, and the
+    # whole stream's answer tokens (two per example) score near it
+    import tools.eval as ev
+    got = ev.main([f'--out_dir={out}', f'--out={tmp_path}/e'])['score']
+    assert got['loss'] == pytest.approx(last, abs=1e-5)
+    stream = ev.main([f'--out_dir={out}', f'--out={tmp_path}/s', '--stream=True'])['score']
+    assert stream['tokens'] == pytest.approx(2 * 300, rel=0.05) and abs(stream['loss'] - last) < 0.2

@@ -238,6 +238,7 @@ class Evaluator:
         self.accepts_holes = 'holes' in models.knob_names(self.model)
         # trained with causal=False (train.py): a masked-reconstruction encoder, scored at holes with full attention
         self.causal = self.tcfg.get('causal', True)
+        self.answers_only = self.tcfg.get('loss_on') == 'answers'   # scored where it trained: the answer spans
 
     def generator(self, *key):
         """Seeded as train.py's get_batch seeds a batch on rank 0."""
@@ -258,7 +259,18 @@ class Evaluator:
         ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
         xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
         x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
+        if self.answers_only:
+            y = self.answer_targets(y, split, ix)
         return (x, y, None) if self.causal else self.holed(x, y, split, ix, g)
+
+    def answer_targets(self, y, split, starts):
+        """A loss_on='answers' run's targets: its answer tokens ({split}_answers.bin), -1 elsewhere."""
+        path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}_answers.bin')
+        if not os.path.isfile(path):
+            raise ConfigError(f"{path} not found: this run trained on the answer spans only (loss_on='answers')")
+        mark = np.memmap(path, dtype=np.uint8, mode='r')
+        marks = torch.from_numpy(np.stack([mark[i + 1:i + 1 + y.shape[1]] for i in starts])).bool()
+        return y.masked_fill(~marks, -1)
 
     def holed(self, x, y, split, starts, g):
         """A causal=False run's reading of (x, y): every sequence holed as train.py holes its eval
@@ -295,6 +307,8 @@ class Evaluator:
                     keep = max(1, (max_targets - seen) // T)
                     x, y = x[:keep], y[:keep]
                 seen += y.numel()
+                if self.answers_only:
+                    y = self.answer_targets(y, split, [(b * bs + r) * (T + 1) for r in range(len(x))])
                 if not self.causal:     # every block holed, with a generator of its own
                     yield self.holed(x, y, split, [(b * bs + r) * (T + 1) for r in range(len(x))],
                                      self.generator('stream', split, T, b))
@@ -336,6 +350,8 @@ class Evaluator:
     def protocol(self):
         holes = '' if self.causal else ('; trained causal=False: full attention, the loss at the holes only (every '
                                         'sequence holed: answer spans, else stride self-holing)')
+        if self.answers_only:
+            holes += '; the answer spans only (trained with loss_on=answers)'
         if self.opt['stream']:
             return f"stream (every complete block of {self.tcfg['block_size'] + 1}){holes}"
         return f"train.py eval set ({self.tcfg['eval_iters']} x {self.tcfg['batch_size']} x {self.tcfg['block_size']}){holes}"
