@@ -249,6 +249,23 @@ def check_tokens(path, min_tokens, vocab_size=None):
                               f"(meta.json's vocab_size or --vocab_size); prepare the data again")
 
 
+def example_starts(path, newline, T):
+    """Where a window of T + 1 tokens may start in a synthetic stream so that it holds a whole
+    example (loss_on='answers': the answer with all it depends on): 0 and every position after a
+    newline, up to the last full window. newline: the tokenizer's ids of '\\n' (one id)."""
+    marks = path[:-4] + '_answers.bin'
+    if not os.path.isfile(marks) or len(newline) != 1:
+        raise ConfigError(f"loss_on='answers' needs {marks}, the answer marks of a synthetic dataset "
+                          f"(python prepare_data.py hops, or synthetic)")
+    data = np.memmap(path, dtype=np.uint16, mode='r')
+    starts = np.concatenate([[0], np.flatnonzero(data == newline[0]) + 1])
+    longest = int(np.diff(starts).max())
+    if longest > T + 1:
+        raise ConfigError(f"loss_on='answers': {path} holds examples of up to {longest} tokens, so a window of "
+                          f"block_size {T} may cut one; raise block_size to at least {longest - 1}")
+    return starts[starts <= len(data) - T - 1]
+
+
 def dataset_vocab(cfg, meta):
     """The model's vocab size: the config's, else the data's (one more when holes need a MASK id)."""
     need = meta['vocab_size'] if meta else None

@@ -29,8 +29,8 @@ import zlib
 import numpy as np
 import torch
 
-from configurator import (ConfigError, check_settings, check_tokens, dataset_vocab, fail, prepare_hint, read_meta,
-                          split_batch, split_hint)
+from configurator import (ConfigError, check_settings, check_tokens, dataset_vocab, example_starts, fail, prepare_hint,
+                          read_meta, split_batch, split_hint)
 from fon import make_holes
 from models import (build_model, check_device, configure_optimizers, knob_names, load_weights, model_classes,
                     model_fields, peak_flops, read_checkpoint, resolve_config, resolve_device, save_checkpoint,
@@ -279,23 +279,16 @@ def load_data(cfg, master, ddp):
                               if name != 'synth_train' else f"{path} not found: p_synth needs {prepare_hint(need)}")
         check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'] if master else None)   # one rank reads every id
     if cfg['loss_on'] == 'answers':
-        check_answers(streams, cfg['block_size'])
+        streams.update(answer_windows(streams, meta, cfg['block_size']))
     return meta, streams, mask
 
 
-def check_answers(streams, T):
-    """loss_on='answers' scores only answer tokens, so every window of T targets must hold one
-    (else a batch's mean loss is 0/0): the answer marks must exist and lie at most T apart."""
-    for split in ('train', 'val'):
-        path = streams[split][:-4] + '_answers.bin'
-        if not os.path.isfile(path):
-            raise ConfigError(f"loss_on='answers' needs {path}, the answer marks of a synthetic dataset "
-                              f"(python prepare_data.py hops, or synthetic)")
-        marks = np.fromfile(path, dtype=np.uint8)
-        gap = int(np.diff(np.flatnonzero(marks), prepend=-1, append=len(marks)).max()) if marks.any() else len(marks)
-        if gap > T:
-            raise ConfigError(f"loss_on='answers': {path} has answers up to {gap} tokens apart, so a window of "
-                              f"block_size {T} may hold none; raise block_size to at least {gap}")
+def answer_windows(streams, meta, T):
+    """loss_on='answers' scores only the answers of a synthetic set, so its windows start where an
+    example does: {'train_starts': positions, 'val_starts': positions} (configurator.example_starts)."""
+    from prepare_data import get_tokenizer
+    newline = get_tokenizer(meta)[0]('\n')
+    return {f'{split}_starts': example_starts(streams[split], newline, T) for split in ('train', 'val')}
 
 
 def batch_generator(cfg, rank, *key):
@@ -304,11 +297,15 @@ def batch_generator(cfg, rank, *key):
     return torch.Generator().manual_seed(zlib.crc32(repr((cfg['seed'], rank) + key).encode()))
 
 
-def windows(path, n, T, g):
+def windows(path, n, T, g, starts=None):
     """n random windows of T + 1 tokens, and their answer marks where a synthetic stream has a
-    {split}_answers.bin beside it (the task-given holes of FON's fine-tuning), else None."""
+    {split}_answers.bin beside it (the task-given holes of FON's fine-tuning), else None. starts:
+    the positions a window may start at (loss_on='answers': the first token of an example)."""
     data = np.memmap(path, dtype=np.uint16, mode='r')
-    ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
+    if starts is None:
+        ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
+    else:
+        ix = starts[torch.randint(len(starts), (n,), generator=g).numpy()].tolist()
     xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
     marks = path[:-4] + '_answers.bin'
     if not os.path.isfile(marks):
@@ -347,7 +344,7 @@ def get_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
     if cfg['sampler'] == 'blocks' and training:
         xy = blocks(streams[split], n, T, it * accum + micro, cfg, rank, world)
     else:
-        xy, marks = windows(streams[split], n, T, g)
+        xy, marks = windows(streams[split], n, T, g, streams.get(f'{split}_starts'))
     if cfg['p_synth'] > 0 and training:
         use = torch.rand(n, generator=g) < cfg['p_synth']
         if use.any():
