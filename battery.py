@@ -151,6 +151,32 @@ CHANCE = {'mem_s4': 1 / 4, 'mem_l': 1 / 10, 'add': 1 / 199, 'state_l': 1 / 10,
 CHANCE.update({f'{t}_far': CHANCE[t] for t in NEAR})
 
 
+# The depth task: the answer needs k sequential lookups. A random 8-cycle over 8 of the 26
+# letters is listed as pairs "x>y" in random order; the answer is the letter k steps along it from
+# the queried one. Each step is one lookup in the context that depends on the one before, so a
+# model needs about one attention layer (or loop step) per hop; loss on the answer only
+# (train.py --loss_on=answers) leaves no shortcut through the rest of the text.
+#     hop3 c>f a>c f>b b>d d>g g>e e>h h>a ? a = b
+HOPS = (1, 2, 3, 4, 5, 6)
+HOP_LETTERS = 8
+
+
+def _hop(k):
+    def hop(rng):
+        cycle = rng.sample(LETTERS, HOP_LETTERS)
+        pairs = [f'{a}>{b}' for a, b in zip(cycle, cycle[1:] + cycle[:1])]
+        rng.shuffle(pairs)
+        q = rng.randrange(HOP_LETTERS)
+        return f'hop{k} ' + ' '.join(pairs) + f' ? {cycle[q]} =', ' ' + cycle[(q + k) % HOP_LETTERS], ''
+    return hop
+
+
+HOP_TASKS = {f'hop{k}': _hop(k) for k in HOPS}
+CHANCE.update({t: 1 / (HOP_LETTERS - 1) for t in HOP_TASKS})   # any listed letter but the queried one
+ALL_TASKS = {**TASKS, **HOP_TASKS}
+DATASETS = {'synthetic': TASKS, 'hops': HOP_TASKS}   # prepare_data.py NAME -> the tasks it holds
+
+
 def evidence_gap(prompt, answer, suffix):
     """Characters from the answer's end to where a FUTURE example's evidence starts: past the
     suffix's leading space and any filler words (3 lowercase letters; no task's evidence opens with one)."""
@@ -164,23 +190,23 @@ def evidence_gap(prompt, answer, suffix):
 def synthetic_examples(task, n, seed):
     """n (prompt, answer, suffix) triples of one task, deterministic in (task, seed); a prefix of
     the list for a larger n. The example's text is prompt + answer + suffix + '\\n'."""
-    if task not in TASKS:
-        raise ValueError(f'unknown synthetic task {task!r}; tasks: {", ".join(TASKS)}')
+    if task not in ALL_TASKS:
+        raise ValueError(f'unknown synthetic task {task!r}; tasks: {", ".join(ALL_TASKS)}')
     rng = random.Random(f'{task}/{seed}')
-    return [TASKS[task](rng) for _ in range(n)]
+    return [ALL_TASKS[task](rng) for _ in range(n)]
 
 
-def synthetic_split(seed, n_train, n_val):
-    """The synthetic dataset's examples: {'train': [(task, prompt, answer, suffix)], 'val': [...]}.
+def synthetic_split(seed, n_train, n_val, tasks=TASKS):
+    """A synthetic dataset's examples: {'train': [(task, prompt, answer, suffix)], 'val': [...]}.
     Tasks in equal shares; train shuffled by seed; val from seed + VAL_SEED_OFFSET without any
     example whose text is in train."""
     def share(n, i):
-        return n // len(TASKS) + (i < n % len(TASKS))
-    train = [(t, *ex) for i, t in enumerate(TASKS) for ex in synthetic_examples(t, share(n_train, i), seed)]
+        return n // len(tasks) + (i < n % len(tasks))
+    train = [(t, *ex) for i, t in enumerate(tasks) for ex in synthetic_examples(t, share(n_train, i), seed)]
     random.Random(seed).shuffle(train)
     seen = {''.join(ex[1:]) for ex in train}
     val = []
-    for i, t in enumerate(TASKS):
+    for i, t in enumerate(tasks):
         k = share(n_val, i)
         fresh = [(t, *ex) for ex in synthetic_examples(t, 4 * k + 100, seed + VAL_SEED_OFFSET)
                  if ''.join(ex) not in seen][:k]

@@ -194,7 +194,7 @@ CHECKS = {  # what train.py can run with: a kind of RANGES -> its keys
     'below_one': ('beta1', 'beta2'),
 }
 CHOICES = {'sampler': ('random', 'blocks'), 'schedule': ('cosine', 'constant', 'trapezoid'), 'optimizer': ('adamw', 'muon'),
-           'muon_variant': ('torch', 'parcae')}
+           'muon_variant': ('torch', 'parcae'), 'loss_on': ('all', 'answers')}
 NONE_OR = {'compile': bool, 'tf32': bool, 'mask_id': int, 'vocab_size': int, 'lr_decay_iters': int, 'muon_lr': (int, float)}
 
 
@@ -350,6 +350,24 @@ def check_data(then, now, where, hint):
             changed.append(f"{k} differs")
     if changed:
         raise ConfigError(f"the data in {where} is not what the checkpoint trained on ({'; '.join(changed)}): {hint}")
+
+
+def example_starts(path, newline, T, data=None):
+    """Where a window of T + 1 tokens may start in a synthetic stream so that it holds a whole
+    example (loss_on='answers': the answer with all it depends on): 0 and every position after a
+    newline, up to the last full window. newline: the tokenizer's ids of '\\n' (one id); data: the
+    stream as the caller opened it (its memmap), else the file at path."""
+    marks = path[:-4] + '_answers.bin'
+    if not os.path.isfile(marks) or len(newline) != 1:
+        raise ConfigError(f"loss_on='answers' needs {marks}, the answer marks of a synthetic dataset "
+                          f"(python prepare_data.py hops, or synthetic)")
+    data = np.memmap(path, dtype=np.uint16, mode='r') if data is None else data
+    starts = np.concatenate([[0], np.flatnonzero(data == newline[0]) + 1])
+    longest = int(np.diff(starts).max())
+    if longest > T + 1:
+        raise ConfigError(f"loss_on='answers': {path} holds examples of up to {longest} tokens, so a window of "
+                          f"block_size {T} may cut one; raise block_size to at least {longest - 1}")
+    return starts[starts <= len(data) - T - 1]
 
 
 def dataset_vocab(cfg, meta):

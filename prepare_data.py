@@ -25,6 +25,8 @@ Sources (NAME), and the default tokenizer:
                     mask_token '_': one example per line, answer spans in {split}_answers.bin
                     (uint8, 1 per answer token) for hole fine-tuning; train examples from --seed,
                     val from seed + VAL_SEED_OFFSET
+  hops              offline, the same format: battery.py's depth task (hop1 ... hop6, the answer k
+                    pointer lookups away), to train with --loss_on=answers
   any other NAME    with --input FILE: a local text file, first 90% train (--val_frac), char
 --input also works offline for the named sources: a text file (90/10), or the download itself
 (wikitext-103-raw-v1.zip or its folder, enwik8.zip or enwik8, a folder with the two TinyStories
@@ -77,7 +79,7 @@ import requests
 import tiktoken
 from tqdm import tqdm
 
-from battery import SYNTH_CHARS, SYNTH_MASK_TOKEN, TASKS, VAL_SEED_OFFSET, synthetic_ids, synthetic_split
+from battery import DATASETS, SYNTH_CHARS, SYNTH_MASK_TOKEN, VAL_SEED_OFFSET, synthetic_ids, synthetic_split
 
 
 # ----------------------------------------------------------------------------- downloads
@@ -177,6 +179,7 @@ SOURCES = {
     'fineweb_edu': ('gpt2', 'https://huggingface.co/datasets/karpathy/fineweb-edu-100b-shuffle/resolve/main',
                     None),  # shard_00000.parquet ... (--shards) + the val shard
     'synthetic': ('char', None, []),
+    'hops': ('char', None, []),
 }
 FINEWEB_VAL_SHARD = 1822  # the last shard, nanochat's validation shard
 # checksums: char-rnn publishes none for tiny shakespeare's input.txt; this is the sha256 that
@@ -581,8 +584,8 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
         raise DataError(f'unknown tokenizer {tokenizer!r}: one of {", ".join(TOKENIZERS)}')
     if vocab is not None and tokenizer != 'gpt2':
         raise DataError('--vocab restricts the gpt2 tokenizer; use it with --tokenizer gpt2')
-    if name == 'synthetic' and input is not None:
-        raise DataError('synthetic is generated offline; --input does not apply to it')
+    if name in DATASETS and input is not None:
+        raise DataError(f'{name} is generated offline; --input does not apply to it')
     if not 0 < val_frac < 1:
         raise DataError(f'--val_frac must be between 0 and 1, got {val_frac}')
     if max_train_tokens is not None and max_train_tokens < 0:
@@ -598,15 +601,15 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
     meta = {'name': name, 'tokenizer': tokenizer, **({'bpe_vocab': vocab} if vocab is not None else {}),
             **({'train_cap': cap} if cap else {})}
 
-    if name == 'synthetic':
+    if name in DATASETS:
         if n_train < 1 or n_val < 1:
             raise DataError('--n_train and --n_val must be positive')
         try:
-            examples = synthetic_split(seed, n_train, n_val)
+            examples = synthetic_split(seed, n_train, n_val, DATASETS[name])
         except ValueError as e:
             raise DataError(str(e)) from None
         splits = {}   # written example by example below
-        meta.update(source='synthetic skill battery (battery.synthetic_split)', tasks=list(TASKS),
+        meta.update(source='synthetic skill battery (battery.synthetic_split)', tasks=list(DATASETS[name]),
                     seed=seed, val_seed=seed + VAL_SEED_OFFSET, n_train=n_train, n_val=n_val,
                     split='train: seed; val: seed + VAL_SEED_OFFSET, minus examples in train')
     else:
@@ -635,7 +638,7 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
 
     encode = _encoder(tokenizer, enc, splits, meta)
     tokens, answers = {s: encode(split) for s, split in splits.items()}, {}
-    if name == 'synthetic':   # example by example, with the answer spans beside: {split}_answers.bin
+    if name in DATASETS:   # example by example, with the answer spans beside: {split}_answers.bin
         text_ids = get_tokenizer(meta)[0]
         for s, ex in examples.items():
             ids, answers[s] = synthetic_ids(ex, text_ids)
@@ -653,7 +656,7 @@ def _encoder(tokenizer, enc, splits, meta):
         meta.update(vocab_size=257, row_separator=ROW_SEP)
         encode = _encode_byte
     else:
-        if meta['name'] == 'synthetic':
+        if meta['name'] in DATASETS:
             itos = SYNTH_CHARS
         else:
             itos = sorted(set().union(*(set(t) for split in splits.values() for t in _texts(split))))
@@ -662,7 +665,7 @@ def _encoder(tokenizer, enc, splits, meta):
         codes = np.array([ord(c) for c in itos], dtype=np.uint32)
         meta.update(vocab_size=len(itos), itos=itos, stoi={c: i for i, c in enumerate(itos)})
         encode = lambda split: (_char_ids(t, codes) for t in _texts(split))
-    if meta['name'] == 'synthetic':
+    if meta['name'] in DATASETS:
         meta['mask_id'] = meta['vocab_size']
         if tokenizer == 'char':
             meta['mask_token'] = SYNTH_MASK_TOKEN

@@ -34,8 +34,8 @@ import zlib
 import numpy as np
 import torch
 
-from configurator import (ConfigError, check_data, check_settings, check_tokens, data_record, dataset_vocab, fail,
-                          prepare_hint, read_meta, split_batch, split_hint, stream_record)
+from configurator import (ConfigError, check_data, check_settings, check_tokens, data_record, dataset_vocab, example_starts,
+                          fail, prepare_hint, read_meta, split_batch, split_hint, stream_record)
 from fon import make_holes
 from models import (build_model, check_device, configure_optimizers, estimate_memory, knob_names, load_weights, model_classes,
                     model_fields, peak_flops, read_checkpoint, resolve_config, resolve_device, save_checkpoint,
@@ -69,6 +69,7 @@ p_fill = 0.0                 # hole fine-tuning: probability that a sequence get
 hole_stride = 8              # holes fall on positions p with p % hole_stride == 0 ...
 p_hole = 0.15                # ... each with this probability
 mask_id = None               # None: meta.json's mask_id, else the first id after the data's vocabulary
+loss_on = 'all'              # 'all' tokens | 'answers': only the answer spans of a synthetic set ({split}_answers.bin)
 causal = True                # False (GPT only, needs p_fill > 0): full attention, the loss at the holes only (a
                              # BERT-style masked-reconstruction encoder); its eval sets are holed and scored there
 # model: any field of the model's config dataclass may be set too; these shape defaults apply
@@ -496,7 +497,17 @@ def load_data(cfg, master, ddp, then=None):
     for name, path in paths.items():
         check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'] if master else None,   # one rank reads every id
                      data=streams[name][0])
+    if cfg['loss_on'] == 'answers':
+        streams.update(answer_windows(streams, paths, meta, cfg['block_size']))
     return meta, streams, mask, record
+
+
+def answer_windows(streams, paths, meta, T):
+    """loss_on='answers' scores only the answers of a synthetic set, so its windows start where an
+    example does: {'train_starts': positions, 'val_starts': positions} (configurator.example_starts)."""
+    from prepare_data import get_tokenizer
+    newline = get_tokenizer(meta)[0]('\n')
+    return {f'{s}_starts': example_starts(paths[s], newline, T, data=streams[s][0]) for s in ('train', 'val')}
 
 
 def batch_generator(cfg, rank, *key):
@@ -552,7 +563,9 @@ def get_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
     if cfg['sampler'] == 'blocks' and training:
         xy = blocks(streams[split], range(it * S + rows.start, it * S + rows.stop), T, cfg['seed'])
     else:
-        ix = torch.randint(len(streams[split][0]) - T - 1, (S,), generator=g).tolist()
+        starts = streams.get(f'{split}_starts')    # loss_on='answers': a window starts with an example
+        ix = (torch.randint(len(streams[split][0]) - T - 1, (S,), generator=g).tolist() if starts is None else
+              starts[torch.randint(len(starts), (S,), generator=g).numpy()].tolist())
         xy, marks = windows(streams[split], ix[rows], T)
         if cfg['p_fill'] > 0 and streams[split][1] is not None:
             full_marks = windows(streams[split], ix, T)[1]
@@ -573,6 +586,8 @@ def get_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
                 full_marks = torch.zeros(S, T + 1, dtype=torch.bool) if full_marks is None else full_marks
                 full_marks[use] = synth_all
     x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
+    if cfg['loss_on'] == 'answers':     # the depth task: no signal from the text around the answer
+        y = y.masked_fill(~marks[:, 1:], -1)
     holes = None
     if cfg['p_fill'] > 0 and (training or not cfg['causal']):    # a causal=False run is scored at holes
         # drawn for all S rows, so a row's holes do not depend on which rank reads it
@@ -660,14 +675,15 @@ def estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world):
     set at any world size: under torchrun each rank scores every world-th batch, and the sums are
     reduced, so every rank takes the same checkpoint/NaN decision); a causal=False run's is the
     loss at the holes of its holed eval batches (every sequence holed as in training, full
-    attention), the mean over all their holes. model: the model without its DDP wrapper (the
+    attention), the mean over all their holes, and a loss_on='answers' run's the mean over all
+    their answer tokens. model: the model without its DDP wrapper (the
     ranks score different batches)."""
     model.eval()
     sums = torch.zeros(2, 2, device=dev)     # (train, val) x (loss sum, weight); on dev: nccl reduces only CUDA tensors
     for i, split in enumerate(('train', 'val')):
         for k in range(rank, cfg['eval_iters'], world):
             x, y, holes = get_batch(split, -1 - k, 0, cfg, streams, mask)
-            kw, n = {}, 1
+            kw, n = {}, int((y != -1).sum()) if cfg['loss_on'] == 'answers' else 1
             if not cfg['causal']:   # the hole loss: full attention, the targets at the holes only
                 y, kw, n = hole_targets(y, holes)[0], {'causal': False}, int(holes.sum())
             if n:

@@ -318,3 +318,47 @@ def test_battery_report_pools_seeds_and_checks_the_claim(tmp_path, monkeypatch):
     assert "bidirectional GPT's on 16 of 16 tasks; the bidirectional GPT above every other model on 5." in md
     assert "causal GPT's fill on 10 of 10, its generation on 10 of 10, Mamba2's fill on 10 of 10." in md
     assert "FON PC at chance on 5 of 5 far and 0 of 5 near; the bidirectional GPT above chance on 5 of 5 far" in md
+
+
+@pytest.mark.parametrize('deep_wins', [True, False])
+def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch, deep_wins):
+    # made-up runs (nothing trains): each GPT's answer loss is lowest at its own rate, one of them beyond
+    # the first grid; the 6L answers every hop count right (within seed noise), the 3L only k <= 2
+    import battery
+    monkeypatch.chdir(tmp_path)
+    best = {'GPT 3L': 3e-3, 'GPT 6L': 7.5e-4}
+    trained = []
+
+    def train(args, out, seed, iters):
+        os.makedirs(out, exist_ok=True)
+        cfg = models.resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a
+                                     for a in args] + ['--vocab_size=44'])
+        json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
+        trained.append((out, seed))
+        return 60.0
+
+    def lr_of(out):
+        return float(out.split('_lr_')[1].split('-s')[0].replace('_', '.'))
+
+    def evaluate(out, *a):
+        name = 'GPT 6L' if '6L' in out else 'GPT 3L'
+        return {'loss': 1.0 + abs(math.log(lr_of(out) / best[name]))}
+
+    def reading(out, file, *a):
+        seed = int(out.rsplit('-s', 1)[1])
+        right = lambda k: 0.9 + 0.01 * (seed - 1337) if ('6L' in out and deep_wins) or k <= 2 else 0.15
+        return {'tasks': {t: {'generate': right(int(t[3:]))} for t in battery.HOP_TASKS}}
+    monkeypatch.setattr(results, 'train', train)
+    monkeypatch.setattr(results, 'evaluate', evaluate)
+    monkeypatch.setattr(results, 'eval_json', reading)
+    rows, fig, md = results.depth(3, 0)
+    assert [r['run'] for r in rows] == ['GPT 3L (lr 0.003)', 'GPT 6L (lr 0.00075)']
+    assert all(r['seeds'] == [1337, 1338, 1339] and r['mean'] == 1.0 for r in rows)
+    assert sum('6L' in o for o, _ in trained) == 5 + 2 and sum('3L' in o for o, _ in trained) == 3 + 2   # grids + seeds
+    table = [line for line in md.splitlines() if line.startswith('| ') and line[2].isdigit()]
+    assert len(table) == len(battery.HOPS)
+    if deep_wins:
+        assert table[2].startswith('| 3 | 0.143 | 0.150 +- 0.000 | 0.910 +- 0.010 | +0.760 | holds |')
+        assert '**Gate: holds** (GPT 6L ahead by more than two sd at 4 of the 4 hop counts from 3 on)' in md
+    else:
+        assert table[2].endswith('| +0.000 | tie |') and '**Gate: does not hold**' in md

@@ -286,6 +286,7 @@ class Evaluator:
         self.accepts_holes = 'holes' in models.knob_names(self.model)
         # trained with causal=False (train.py): a masked-reconstruction encoder, scored at holes with full attention
         self.causal = self.tcfg.get('causal', True)
+        self.answers_only = self.tcfg.get('loss_on') == 'answers'   # scored where it trained: the answer spans
 
     def check_data(self, then):
         """Stops when the data is not what the checkpoint recorded it trained on (sizes, heads, meta.json)."""
@@ -315,10 +316,32 @@ class Evaluator:
         if len(data) <= T + 1:
             raise ConfigError(f"{path} holds fewer than block_size+2 = {T + 2} tokens; lower --block_size")
         g = self.generator(split, -1 - k, 0)
-        ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
+        if self.answers_only:   # train.py's windows of such a run start where an example does
+            starts = configurator.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T)
+            ix = starts[torch.randint(len(starts), (n,), generator=g).numpy()].tolist()
+        else:
+            ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
         xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
         x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
+        if self.answers_only:
+            y = self.answer_targets(x, y, split, ix)
         return (x, y, None) if self.causal else self.holed(x, y, split, ix, g)
+
+    def answer_targets(self, x, y, split, starts):
+        """A loss_on='answers' run's targets: the answer tokens ({split}_answers.bin) of the examples
+        that start inside the window (an answer cut from its example's start is not scored), -1 elsewhere."""
+        path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}_answers.bin')
+        if not os.path.isfile(path):
+            raise ConfigError(f"{path} not found: this run trained on the answer spans only (loss_on='answers')")
+        mark = np.memmap(path, dtype=np.uint8, mode='r')
+        data = np.memmap(path[:-len('_answers.bin')] + '.bin', dtype=np.uint16, mode='r')
+        newline = get_tokenizer(self.meta)[0]('\n')[0]
+        marks = torch.from_numpy(np.stack([mark[i + 1:i + 1 + y.shape[1]] for i in starts])).bool()
+        for r, i in enumerate(starts):     # target j is token j + 1 of the window
+            if i > 0 and data[i - 1] != newline:
+                after = (x[r] == newline).nonzero()
+                marks[r, :int(after[0]) if len(after) else len(marks[r])] = False
+        return y.masked_fill(~marks, -1)
 
     def holed(self, x, y, split, starts, g):
         """A causal=False run's reading of (x, y): every sequence holed as train.py holes its eval
@@ -355,6 +378,8 @@ class Evaluator:
                     keep = max(1, (max_targets - seen) // T)
                     x, y = x[:keep], y[:keep]
                 seen += y.numel()
+                if self.answers_only:
+                    y = self.answer_targets(x, y, split, [(b * bs + r) * (T + 1) for r in range(len(x))])
                 if not self.causal:     # every block holed, with a generator of its own
                     yield self.holed(x, y, split, [(b * bs + r) * (T + 1) for r in range(len(x))],
                                      self.generator('stream', split, T, b))
@@ -398,6 +423,8 @@ class Evaluator:
     def protocol(self):
         holes = '' if self.causal else ('; trained causal=False: full attention, the loss at the holes only (every '
                                         'sequence holed: answer spans, else stride self-holing)')
+        if self.answers_only:
+            holes += '; the answer spans only (trained with loss_on=answers)'
         if self.opt['stream']:
             return f"stream (every complete block of {self.tcfg['block_size'] + 1}){holes}"
         return f"train.py eval set ({self.tcfg['eval_iters']} x {self.tcfg['batch_size']} x {self.tcfg['block_size']}){holes}"

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 import configurator
 import models
-from battery import CHANCE, FAR, FUTURE, NEAR, TASKS, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
+from battery import CHANCE, DATASETS, FAR, FUTURE, NEAR, TASKS, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
 from configurator import ConfigError
 from fon import make_holes
 from prepare_data import get_tokenizer
@@ -112,14 +112,16 @@ def battery_examples(ev, n):
         name = ev.tcfg['synth_dataset']
         meta = configurator.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': name}) or meta
     if 'tasks' in meta and 'n_train' in meta:
-        val = synthetic_split(meta['seed'], meta['n_train'], meta['n_val'])['val']
+        tasks = DATASETS.get(meta['name'], TASKS)
         path = os.path.join(ev.tcfg['data_dir'], name, 'val.bin')
-        first = encode_example(*val[0][1:3], get_tokenizer(meta)[0], suffix=val[0][3])[0]
-        if meta['tasks'] != list(TASKS) or (os.path.isfile(path) and np.fromfile(
+        if meta['tasks'] == list(tasks):
+            val = synthetic_split(meta['seed'], meta['n_train'], meta['n_val'], tasks)['val']
+            first = encode_example(*val[0][1:3], get_tokenizer(meta)[0], suffix=val[0][3])[0]
+        if meta['tasks'] != list(tasks) or (os.path.isfile(path) and np.fromfile(
                 path, dtype=np.uint16, count=len(first)).tolist() != first):
             raise ConfigError(f"the synthetic data in {os.path.dirname(path)} was prepared with another battery "
-                              f"than today's ({', '.join(TASKS)}): prepare it again (python prepare_data.py synthetic)")
-        out = {t: [] for t in TASKS}
+                              f"than today's ({', '.join(tasks)}): prepare it again (python prepare_data.py {meta['name']})")
+        out = {t: [] for t in tasks}
         for t, *ex in val:
             if len(out[t]) < n:
                 out[t].append(tuple(ex))
@@ -197,7 +199,7 @@ def battery_table(columns, rows):
     for t, row in rows.items():
         name = f'{t} (future, far)' if t in FAR else f'{t} (future)' if t in FUTURE else t
         lines.append(f'| {name} | {row["chance"]:.3f} | ' + ' | '.join(f'{row[k]:.3f}' for _, k in columns) + ' |')
-    for name, ts in (('Table 8 six, mean', [t for t in rows if t not in FUTURE]),
+    for name, ts in (('Table 8 six, mean', [t for t in rows if t in TASKS and t not in FUTURE]),
                      ('future-dependent five, mean', [t for t in rows if t in NEAR]),
                      ('future-dependent five far (beyond FON\'s reach), mean', [t for t in rows if t in FAR])):
         if ts:

@@ -16,6 +16,7 @@ tables) and results/<paper>.png (the curves).
     python -m tools.results fon         # ~90 min: FON vs Mamba2 vs Transformers, the tied head, length
                                         # extrapolation, Table 5's PC/OD/AR infill arms
     python -m tools.results battery     # ~10 min: Table 8 with a BERT-style encoder, far future tasks
+    python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
 Two runs train at once, one thread each; the wall times in the tables are theirs.
@@ -137,6 +138,16 @@ PAPERS = {
             'GPT learned + holes': ('GPT learned', HOLES),
         },
         'legs': (250, 750, 1500),
+    },
+    'depth': {
+        'claim': 'the gate of every depth claim (Parcae\'s test-time depth, the workspace\'s rounds, TextNCA\'s Ts): '
+                 'on a task whose answer is k sequential lookups away, a 6-layer GPT beats a 3-layer one from k = 3 on',
+        'seeds': 3,
+        'data': "battery.py's hops (hop1 ... hop6: a random 8-cycle of letters listed as pairs, the answer k steps "
+                "along it; loss on the answer only)",
+        'datasets': [('hops', 'hops')],
+        'metric': 'answer loss',
+        'runs': {'GPT 3L': [CFG + 'depth/gpt_3l.py'], 'GPT 6L': [CFG + 'depth/gpt_6l.py']},
     },
     'battery': {
         'claim': 'Table 8: in fill mode FON fills where the causal Transformer fails; the bidirectional encoder is the '
@@ -940,6 +951,88 @@ def battery(seeds, iters):
     return rows, fig, '\n'.join(md)
 
 
+DEPTH_LRS = (1.5e-3, 3e-3, 6e-3)   # each GPT's grid, widened by bracket() until its best lies inside
+HOP_N = 200                        # val examples read per hop count (the split holds 1,000 each)
+
+
+def depth(seeds, iters):
+    """The depth gate: on battery.py's hops (the answer k pointer lookups away, the loss on the answer
+    only), a GPT 3L and a GPT 6L, each at its own best rate (bracket() over DEPTH_LRS on seed 1337, by
+    the answer loss on the whole val stream), then over seeds at that rate; exact match of greedy
+    generation after the prompt on HOP_N val examples per k. The gate holds where the 6-layer GPT is
+    ahead by more than two sd at every k >= 3: only then can this task show what depth buys a looped
+    model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls).
+
+        python prepare_data.py hops && python -m tools.results depth"""
+    spec = PAPERS['depth']
+    done = {}
+
+    def job(j):   # (seconds, answer loss on the val stream, {task: exact match})
+        name, lr, seed = j
+        out = run_dir('depth', f'{name} lr {lr:g}', seed)
+        secs = train(spec['runs'][name] + [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}'], out, seed, iters)
+        hops = eval_json(out, 'battery.json', '--battery=True', f'--battery_n={HOP_N}')['tasks']
+        return secs, evaluate(out, '--stream=True')['loss'], {t: r['generate'] for t, r in hops.items()}
+
+    def run_all(jobs):   # JOBS at once, one thread each; a job done before is not redone
+        todo = [j for j in dict.fromkeys(jobs) if j not in done]
+        with ThreadPoolExecutor(JOBS) as pool:
+            done.update(zip(todo, pool.map(job, todo)))
+
+    run_all([(name, lr, 1337) for name in spec['runs'] for lr in DEPTH_LRS])
+    grids, best = {}, {}
+    for name in spec['runs']:
+        def loss(lr, name=name):
+            run_all([(name, lr, 1337)])
+            return done[(name, lr, 1337)][1]
+        lrs, best[name] = bracket(DEPTH_LRS, loss)
+        grids[name] = {lr: loss(lr) for lr in lrs}
+    ss = seed_list(spec, None, seeds)
+    run_all([(name, best[name], s) for name in spec['runs'] for s in ss])
+
+    rows, acc = [], {}
+    for name in spec['runs']:
+        got = [done[(name, best[name], s)] for s in ss]
+        m, sd = mean_sd([g[1] for g in got])
+        rows.append({'run': f'{name} (lr {best[name]:g})', 'model': 'gpt', 'seeds': ss, 'losses': [g[1] for g in got],
+                     'mean': m, 'sd': sd, 'seconds': sum(g[0] for g in got)})
+        acc[name] = {t: dict(zip(('mean', 'sd'), mean_sd([g[2][t] for g in got]))) for t in got[0][2]}
+    from battery import CHANCE
+    shallow, deep = spec['runs']
+    out = run_dir('depth', f'{deep} lr {best[deep]:g}', ss[0])
+    n_params = build_model('gpt', {**json.load(open(os.path.join(out, 'config.json')))}).num_params()
+    md = [f"Each GPT's rate: the lowest answer loss of seed 1337 over " + '; '.join(
+              f"{name} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) for name in grids) +
+          f". {tokens_seen(out):,} tokens seen ({tokens_seen(out) / n_params:.0f} per parameter of the 6L's "
+          f"{n_params:,}), of which the answers are 2 in every ~46.", '',
+          f'| hops k | chance | {shallow} | {deep} | {deep} - {shallow} | verdict |', '|---|---|---|---|---|---|']
+    gate = []
+    for t in acc[deep]:
+        k = int(t[3:])
+        v = verdict(acc[deep][t], acc[shallow][t], higher=True)
+        if k >= 3:
+            gate.append(v == 'holds')
+        md.append(f"| {k} | {CHANCE[t]:.3f} | {acc[shallow][t]['mean']:.3f} +- {acc[shallow][t]['sd']:.3f} | "
+                  f"{acc[deep][t]['mean']:.3f} +- {acc[deep][t]['sd']:.3f} | "
+                  f"{acc[deep][t]['mean'] - acc[shallow][t]['mean']:+.3f} | {v} |")
+    md += ['', f"**Gate: {'holds' if all(gate) else 'does not hold'}** ({deep} ahead by more than two sd at "
+               f"{sum(gate)} of the {len(gate)} hop counts from 3 on). Exact match: greedy generation after the "
+               f"prompt equals the answer, {HOP_N} val examples per k, mean +- sd over seeds."]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    ks = [int(t[3:]) for t in acc[deep]]
+    for i, name in enumerate(spec['runs']):
+        ax1.errorbar(ks, [acc[name][t]['mean'] for t in acc[name]], [acc[name][t]['sd'] for t in acc[name]],
+                     marker='o', capsize=3, color=f'C{i}', label=f'{name} (lr {best[name]:g})')
+        ax2.plot(list(grids[name]), list(grids[name].values()), 'o-', color=f'C{i}', label=name)
+    ax1.plot(ks, [CHANCE[t] for t in acc[deep]], 'k:', label='chance')
+    ax1.set(title='exact match against hops (mean +- sd over seeds)', xlabel='k (pointer lookups)',
+            ylabel='exact match', ylim=(0, 1.05))
+    ax2.set(title='rate bracket (seed 1337)', xlabel='learning rate', ylabel='answer loss (val stream)', xscale='log')
+    ax1.legend(fontsize=8)
+    ax2.legend(fontsize=8)
+    return rows, fig, '\n'.join(md)
+
+
 JOBS = 2         # train.py runs at once (2 cores)
 ITERS = 0        # --iters: a quick look in its own folder, never mixed with the full runs
 UNIGRAM = 3.31   # tiny Shakespeare's unigram entropy, nats per character
@@ -994,7 +1087,7 @@ def main(argv):
     for dataset, prepare in PAPERS[paper].get('datasets', [('shakespeare_char', 'shakespeare_char')]):
         if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):
             fail(f"no data/{dataset}: run python prepare_data.py {prepare} first"
-                 + ('' if dataset == 'synthetic' else ' (offline: add --input path/to/input.txt)'))
+                 + ('' if dataset in ('synthetic', 'hops') else ' (offline: add --input path/to/input.txt)'))
     global ITERS
     seeds, ITERS = int(opts.get('seeds', PAPERS[paper]['seeds'])), int(opts.get('iters', 0))
     try:

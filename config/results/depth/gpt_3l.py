@@ -1,0 +1,19 @@
+# The depth task's gate (tools/results.py depth): the answer is k pointer lookups away (battery.py's
+# hops, loss on the answer only). A 3-layer GPT should fall behind a 6-layer one from k = 3 on if
+# depth is the bottleneck; only then do the looped models' depth sweeps mean anything.
+#   python prepare_data.py hops && python train.py config/results/depth/gpt_3l.py
+out_dir = 'out-results/depth/gpt_3l'
+dataset = 'hops'
+loss_on = 'answers'
+block_size = 64
+batch_size = 32
+eval_interval = 500
+eval_iters = 20
+model = 'gpt'
+n_layer = 3
+n_head = 4
+n_embd = 64
+learning_rate = 3e-3
+min_lr = 3e-4
+warmup_iters = 200
+max_iters = 10000

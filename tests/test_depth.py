@@ -1,0 +1,83 @@
+"""The depth task (battery.py's hops): the answer is k pointer lookups away, and train.py's
+loss_on='answers' scores only the answer spans."""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import prepare_data
+from battery import HOP_LETTERS, HOP_TASKS, synthetic_examples
+from conftest import read_log, run_script, train_script
+
+
+@pytest.mark.parametrize('task', list(HOP_TASKS))
+def test_hop_answer_follows_the_pointers_k_times(task):
+    k = int(task[3:])
+    for prompt, answer, suffix in synthetic_examples(task, 200, seed=3):
+        name, *pairs, q_mark, q, eq = prompt.split(' ')
+        assert (name, q_mark, eq, suffix) == (task, '?', '=', '')
+        nxt = dict(p.split('>') for p in pairs)
+        assert len(nxt) == HOP_LETTERS and sorted(nxt.values()) == sorted(nxt)   # a permutation of 8 letters
+        x, seen = q, []
+        for _ in range(HOP_LETTERS):   # ... that is one cycle, so no hop count short of 8 comes back
+            x = nxt[x]
+            seen.append(x)
+        assert seen[-1] == q and len(set(seen)) == HOP_LETTERS
+        assert answer == ' ' + seen[k - 1] and answer != ' ' + q
+
+
+@pytest.fixture(scope='module')
+def hops(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp('data'))
+    prepare_data.prepare('hops', out_dir=root, n_train=1200, n_val=300, quiet=True)
+    return root
+
+
+def test_loss_on_answers_keeps_only_the_answer_targets_of_whole_examples(hops):
+    itos = json.load(open(os.path.join(hops, 'hops', 'meta.json')))['itos']
+    T = train_script()
+    cfg = {**T.DEFAULTS, 'data_dir': hops, 'dataset': 'hops', 'block_size': 64, 'batch_size': 8, 'loss_on': 'answers'}
+    meta, streams, mask, _ = T.load_data(cfg, True, False)
+    for split, it in (('train', 3), ('val', -1)):
+        x, y, _ = T.get_batch(split, it, 0, cfg, streams, mask)
+        for row_x, row_y in zip(x.tolist(), y.tolist()):
+            text = ''.join(itos[i] for i in row_x)
+            assert text.startswith('hop') and '\n' in text   # a window starts with an example and holds it whole
+            # target i is an answer token iff it is the space after '=' or the letter after '= '
+            want = [i > 0 and (text[i] == '=' or text[i - 1] == '=') for i in range(1, len(text))]
+            assert [t != -1 for t in row_y[1:]] == want
+            assert all(t == -1 or itos[t] == ' ' or itos[t].isalpha() for t in row_y)
+
+
+def test_loss_on_answers_is_refused_where_it_cannot_hold(hops, char_data, tmp_path):
+    common = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--batch_size=4', '--eval_iters=1', '--max_iters=0',
+              '--compile=False', '--loss_on=answers', f'--out_dir={tmp_path}/r']
+    p = run_script('train.py', f'--data_dir={char_data}', '--dataset=tiny', '--block_size=32', *common, check=False)
+    assert p.returncode == 2 and 'answers.bin, the answer marks of a synthetic dataset' in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    p = run_script('train.py', f'--data_dir={hops}', '--dataset=hops', '--block_size=16', *common, check=False)
+    assert p.returncode == 2 and 'a window of block_size 16 may cut one; raise block_size to at least' in p.stderr
+
+
+def test_answer_loss_falls_below_its_failure_mode(hops, tmp_path):
+    """An answer is a space (certain after '=') and a letter. Untrained, each costs ~ln(vocab);
+    a model that learned only the format pays ~ln(26) / 2 per answer token. 300 steps of a tiny
+    GPT must end below the midpoint of the two."""
+    out = tmp_path / 'r'
+    run_script('train.py', f'--data_dir={hops}', '--dataset=hops', '--loss_on=answers', '--block_size=64',
+               '--n_layer=1', '--n_head=2', '--n_embd=32', '--batch_size=8', '--eval_iters=4', '--compile=False',
+               '--max_iters=300', '--eval_interval=300', '--learning_rate=3e-3', '--warmup_iters=20',
+               f'--out_dir={out}')
+    vocab = json.load(open(os.path.join(hops, 'hops', 'meta.json')))['vocab_size']
+    first, last = [r['val_loss'] for r in read_log(out, 'eval')][::len(read_log(out, 'eval')) - 1]
+    assert abs(first - math.log(vocab)) < 0.5
+    assert last < (math.log(vocab) + math.log(26) / 2) / 2
+    # eval.py scores such a run where it trained: its eval set gives the logged val loss, and the
+    # stream's answers whose example starts inside the block (two tokens each) score near it
+    import tools.eval as ev
+    got = ev.main([f'--out_dir={out}', f'--out={tmp_path}/e'])['score']
+    assert got['loss'] == pytest.approx(last, abs=1e-5)
+    stream = ev.main([f'--out_dir={out}', f'--out={tmp_path}/s', '--stream=True'])['score']
+    assert stream['tokens'] % 2 == 0 and stream['tokens'] > 100 and abs(stream['loss'] - last) < 0.2
