@@ -469,7 +469,7 @@ class ChunkDiag(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, CB, X, lo):
         L = (a.unsqueeze(-1) - a.unsqueeze(-2)).clamp_(lo, 0).exp_()
-        M = L * CB
+        M, X = L * CB, X.contiguous()
         ctx.save_for_backward(L, M, X)
         return M @ X
 
