@@ -530,7 +530,7 @@ def _ssd_chunked(X, A, B, C, chunk):
     S = torch.stack(S, 1)
     # 4. the state entering each chunk, read out at every position of it
     y_off = (C @ S).view(b, nc, G, Q, Hg, P).transpose(2, 3) * exp(A_cum).unsqueeze(-1)
-    return (y + y_off).reshape(b, nc * Q, H, P)[:, :T]
+    return (y_off + y).reshape(b, nc * Q, H, P)[:, :T]   # y_off's layout (contiguous) is the sum's: no copy
 
 
 class CausalConv(torch.autograd.Function):
