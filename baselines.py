@@ -450,6 +450,7 @@ def ssd_reference(X, A, B, C):
     """The SSD recurrence as written, one position at a time (same arguments as ssd_chunked):
     h_t = exp(A_t) h_{t-1} + X_t B_t^T (h: P x N per head, h_0 = 0), y_t = h_t C_t."""
     b, T, H, P = X.shape
+    B, C = (t.repeat_interleave(H // t.shape[2], dim=2) for t in (B, C))
     h, ys = X.new_zeros(b, H, P, B.shape[-1]), []
     for t in range(T):
         h = A[:, t].exp()[..., None, None] * h + X[:, t, :, :, None] * B[:, t, :, None, :]
@@ -457,19 +458,37 @@ def ssd_reference(X, A, B, C):
     return torch.stack(ys, 1)
 
 
-def segsum(x):
-    """x (..., T) -> (..., T, T): out[i, j] = x[j+1] + ... + x[i] for i >= j, -inf above the diagonal."""
-    T = x.shape[-1]
-    x = x.unsqueeze(-1).expand(*x.shape, T)
-    below = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device), -1)
-    x = x.masked_fill(~below, 0).cumsum(-2)
-    return x.masked_fill(~torch.tril(torch.ones_like(below), 0), float('-inf'))
+class ChunkDiag(torch.autograd.Function):
+    """The SSD's quadratic form inside a chunk, per head: y = (L * CB) X with L[l, s] =
+    exp(a[l] - a[s]) (the exponent clamped to [lo, 0]), CB = C B^T with its future (s > l)
+    zeroed, shared by a group's heads. a (..., Hg, Q), CB (..., 1, Q, Q), X (..., Hg, Q, P).
+    The future's exponents (> 0) clamp to 0 and meet CB's zeros. Autograd through exp, clamp and
+    the difference takes about ten passes over the (Q, Q) per head tensors; with E = dM * M,
+    d a[l] = sum_s E[l, s] - sum_s E[s, l] takes two."""
+
+    @staticmethod
+    def forward(ctx, a, CB, X, lo):
+        L = (a.unsqueeze(-1) - a.unsqueeze(-2)).clamp_(lo, 0).exp_()
+        M, X = L * CB, X.contiguous()
+        ctx.save_for_backward(L, M, X)
+        return M @ X
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        L, M, X = ctx.saved_tensors
+        dM = dy @ X.mT
+        dX = M.mT @ dy
+        dCB = (dM * L).sum(-3, keepdim=True)
+        E = dM.mul_(M)
+        return E.sum(-1) - E.sum(-2), dCB, dX, None
 
 
 def ssd_chunked(X, A, B, C, chunk):
     """Exact SSD: X (b, T, H, P) (already times dt), A (b, T, H) = dt * A (log decay, <= 0),
-    B, C (b, T, H, N). Returns y (b, T, H, P) with h_t = exp(A_t) h_{t-1} + B_t X_t^T, y_t = C_t h_t."""
-    # einsum is on autocast's lower-precision list: with autocast on, the scan would run in bf16
+    B, C (b, T, G, N), group g shared by heads g H/G .. (g+1) H/G - 1. Returns y (b, T, H, P) with
+    h_t = exp(A_t) h_{t-1} + X_t B_t^T, y_t = h_t C_t."""
+    # matmul is on autocast's lower-precision list: with autocast on, the scan would run in bf16
     # (relative error ~4e-3 against ~1e-7 in fp32); it runs in fp32 (or the inputs' wider dtype)
     with torch.autocast(X.device.type, enabled=False):
         X, A, B, C = (t.to(torch.promote_types(t.dtype, torch.float32)) for t in (X, A, B, C))
@@ -477,28 +496,70 @@ def ssd_chunked(X, A, B, C, chunk):
 
 
 def _ssd_chunked(X, A, B, C, chunk):
+    # every product below is one matmul over a chunk: B and C once per group (not per head), the
+    # chunk states and their read-out as (Q x N) by (N x heads P); the chunk recurrence is a loop
     b, T, H, P = X.shape
+    G, N = B.shape[-2:]
+    Hg = H // G
     Q = min(chunk, T)
     nc = -(-T // Q)
     pad = nc * Q - T
     if pad:  # zero input and zero decay at the end change nothing before it
         X, A, B, C = (F.pad(t, (0, 0) * (t.dim() - 2) + (0, pad)) for t in (X, A, B, C))
-    X, B, C = (t.reshape(b, nc, Q, H, -1) for t in (X, B, C))
-    A = A.reshape(b, nc, Q, H).permute(0, 3, 1, 2)                       # (b, H, nc, Q)
-    A_cum = A.cumsum(-1)
-    # 1. inside each chunk: the quadratic (attention-like) form
-    L = torch.exp(segsum(A))                                             # (b, H, nc, Q, Q)
-    y_diag = torch.einsum('bclhn,bcshn,bhcls,bcshp->bclhp', C, B, L, X)
-    # 2. each chunk's final state from its own inputs
-    decay_in = torch.exp(A_cum[..., -1:] - A_cum)                        # (b, H, nc, Q)
-    states = torch.einsum('bclhn,bhcl,bclhp->bchpn', B, decay_in, X)
-    # 3. the recurrence over chunk boundaries (zero initial state)
-    states = torch.cat([torch.zeros_like(states[:, :1]), states], 1)
-    decay_chunk = torch.exp(segsum(F.pad(A_cum[..., -1], (1, 0))))      # (b, H, nc+1, nc+1)
-    states = torch.einsum('bhzc,bchpn->bzhpn', decay_chunk, states)[:, :-1]
+    X = X.view(b, nc, Q, G, Hg, P)
+    B, C = (t.view(b, nc, Q, G, N).transpose(2, 3) for t in (B, C))     # (b, nc, G, Q, N)
+    A_cum = A.view(b, nc, Q, G, Hg).cumsum(2)                           # within each chunk
+    # every exponent here is <= 0 (a cumsum of A <= 0 never rises, in floating point too); one
+    # below log(tiny) is raised to it: CPU exp takes a slow path 30-80x as long for a result below
+    # the smallest normal number (and for -inf), and the value it would give differs from tiny by
+    # less than tiny
+    lo = math.log(torch.finfo(X.dtype).tiny)
+    exp = lambda t: t.clamp(lo, 0).exp()
+    # 1. inside each chunk: y[l] = sum_{s <= l} exp(A_cum[l] - A_cum[s]) (C_l . B_s) X_s
+    y = ChunkDiag.apply(A_cum.permute(0, 1, 3, 4, 2), (C @ B.mT).tril().unsqueeze(3), X.permute(0, 1, 3, 4, 2, 5), lo)
+    y = y.permute(0, 1, 4, 2, 3, 5)                                      # (b, nc, Q, G, Hg, P)
+    # 2. each chunk's final state from its own inputs: (N, Hg P) per group
+    Xd = X * exp(A_cum[:, :, -1:] - A_cum).unsqueeze(-1)
+    states = B.mT @ Xd.flatten(-2).transpose(2, 3)                      # (b, nc, G, N, Hg P)
+    # 3. the recurrence over chunk boundaries (zero initial state): the state entering chunk i
+    decay = exp(A_cum[:, :, -1]).view(b, nc, G, 1, Hg, 1)
+    states = states.unbind(1)
+    S = [torch.zeros_like(states[0])]
+    for i in range(nc - 1):
+        S.append((decay[:, i] * S[-1].view(b, G, N, Hg, P)).view(b, G, N, Hg * P) + states[i])
+    S = torch.stack(S, 1)
     # 4. the state entering each chunk, read out at every position of it
-    y_off = torch.einsum('bclhn,bchpn,bhcl->bclhp', C, states, torch.exp(A_cum))
-    return (y_diag + y_off).reshape(b, nc * Q, H, P)[:, :T]
+    y_off = (C @ S).view(b, nc, G, Q, Hg, P).transpose(2, 3) * exp(A_cum).unsqueeze(-1)
+    return (y_off + y).reshape(b, nc * Q, H, P)[:, :T]   # y_off's layout (contiguous) is the sum's: no copy
+
+
+class CausalConv(torch.autograd.Function):
+    """Mamba2's depthwise causal conv along time on x (b, T, channels), w (channels, K), bias:
+    out[t] = bias + sum_j w[:, K-1-j] x[t-j], the sum conv1d(padding=K-1)[..., :T] computes, as K
+    shifted multiply-adds in place; its backward is the same shifts reversed. On a CPU conv1d's
+    depthwise backward, the transposes around it and SiLU on the transposed result took a sixth
+    of the model's training step."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias):
+        ctx.save_for_backward(x, w)
+        K, T = w.shape[1], x.shape[1]
+        out = torch.addcmul(bias, x, w[:, K - 1])
+        for j in range(1, min(K, T)):
+            out[:, j:].addcmul_(x[:, :T - j], w[:, K - 1 - j])
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        K, T = w.shape[1], x.shape[1]
+        gx, gw = g * w[:, K - 1], torch.zeros_like(w)
+        gw[:, K - 1] = (g * x).sum((0, 1))
+        for j in range(1, min(K, T)):
+            gx[:, :T - j].addcmul_(g[:, j:], w[:, K - 1 - j])
+            gw[:, K - 1 - j] = (g[:, j:] * x[:, :T - j]).sum((0, 1))
+        return gx, gw, g.sum((0, 1))
 
 
 class Mamba2Mixer(nn.Module):
@@ -528,19 +589,19 @@ class Mamba2Mixer(nn.Module):
         return zxbcdt.split([self.d_inner, self.conv_dim, self.nheads], dim=-1)
 
     def ssm_inputs(self, xBC, dt):
-        """-> x (..., H, P), B, C (..., H, N) (groups repeated over their heads), dt, A."""
+        """-> x (..., H, P), B, C (..., G, N), dt, A."""
         G, N, P = self.cfg.ngroups, self.cfg.d_state, self.cfg.headdim
         x, B, C = xBC.split([self.d_inner, G * N, G * N], dim=-1)
         x = x.unflatten(-1, (self.nheads, P))
-        B = B.unflatten(-1, (G, N)).repeat_interleave(self.nheads // G, dim=-2)
-        C = C.unflatten(-1, (G, N)).repeat_interleave(self.nheads // G, dim=-2)
-        return x, B, C, F.softplus(dt + self.dt_bias), -torch.exp(self.A_log.float())
+        return x, B.unflatten(-1, (G, N)), C.unflatten(-1, (G, N)), F.softplus(dt + self.dt_bias), -torch.exp(self.A_log.float())
+
+    def conv(self, xBC):
+        w, b = self.conv1d.weight.squeeze(1), self.conv1d.bias
+        return CausalConv.apply(xBC, w.to(xBC.dtype), b.to(xBC.dtype))
 
     def forward(self, u):
-        T = u.shape[1]
         z, xBC, dt = self.split(self.in_proj(u))
-        xBC = F.silu(self.conv1d(xBC.transpose(1, 2))[..., :T].transpose(1, 2))
-        x, B, C, dt, A = self.ssm_inputs(xBC, dt)
+        x, B, C, dt, A = self.ssm_inputs(F.silu(self.conv(xBC)), dt)
         y = ssd_chunked((x * dt.unsqueeze(-1)).float(), (dt * A).float(), B.float(), C.float(), self.cfg.chunk_size)
         y = (y + x * self.D[:, None]).to(u.dtype).flatten(-2)
         return self.out_proj(self.norm(y * F.silu(z)))
@@ -551,6 +612,7 @@ class Mamba2Mixer(nn.Module):
         win = torch.cat([conv_state, xBC.unsqueeze(-1)], -1)                 # (b, conv_dim, d_conv)
         xBC = F.silu((win * self.conv1d.weight.squeeze(1)).sum(-1) + self.conv1d.bias)
         x, B, C, dt, A = self.ssm_inputs(xBC, dt)
+        B, C = (t.repeat_interleave(self.nheads // self.cfg.ngroups, dim=-2) for t in (B, C))
         dA = torch.exp(dt * A)                                               # (b, H)
         ssm_state = ssm_state * dA[..., None, None] + (x * dt.unsqueeze(-1)).float().unsqueeze(-1) * B.float().unsqueeze(-2)
         with torch.autocast(u.device.type, enabled=False):                   # fp32 read-out, as ssd_chunked

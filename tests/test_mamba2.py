@@ -4,8 +4,9 @@ import os
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from baselines import Mamba2, Mamba2Config, ssd_chunked, ssd_reference
+from baselines import CausalConv, Mamba2, Mamba2Config, ssd_chunked, ssd_reference
 from configurator import parse_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,6 +25,76 @@ def test_chunked_scan_equals_sequential_recurrence(T, chunk):
     X, B, C = torch.randn(b, T, H, P), torch.randn(b, T, H, N), torch.randn(b, T, H, N)
     A = -torch.rand(b, T, H) * 2
     torch.testing.assert_close(ssd_chunked(X, A, B, C, chunk), ssd_reference(X, A, B, C), atol=1e-5, rtol=1e-5)
+
+
+def ssd_problem(T, H, G, dtype, A_max, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    b, P, N = 2, 4, 5
+    X, B, C = (torch.randn(b, T, *s, generator=g, dtype=dtype) for s in ((H, P), (G, N), (G, N)))
+    A = -torch.rand(b, T, H, generator=g, dtype=dtype) * A_max
+    return X, A, B, C
+
+
+def rounding_bound(X, A, B, C, chunk, u, G_out=None):
+    """What two orders of summing the same terms may differ by: 2 gamma_n sum |terms| (Higham's
+    bound for a sum of n-times-rounded terms), sum |terms| being the recurrence on |X|, |B|, |C|
+    (every decay is positive). n: the reference's chain (T decays and adds, an N-term dot
+    product), the chunk's cumsum and its exponent's error (Q |A| per position over Q of them).
+    With G_out, the same for the gradients of sum(G_out * y): the gradients of the absolute problem;
+    A's, a reverse cumsum over the sequence of differences, rounds relative to its largest."""
+    T, N = X.shape[1], B.shape[-1]
+    Q = min(chunk, T)
+    n = 2 * T + N + Q * (1 + Q * A.abs().max().item())
+    if G_out is None:
+        return 2 * n * u * ssd_reference(X.abs(), A, B.abs(), C.abs())
+    ins = [t.abs().requires_grad_() for t in (X, B, C)] + [A.clone().requires_grad_()]
+    y = ssd_reference(ins[0], ins[3], ins[1], ins[2])
+    grads = torch.autograd.grad((G_out.abs() * y).sum(), ins)
+    dX, dB, dC, dA = (4 * n * u * g.abs() for g in grads)
+    return dX, dA.amax(1, keepdim=True), dB, dC
+
+
+@pytest.mark.parametrize('T,chunk,G', [(37, 8, 3), (37, 8, 1), (16, 16, 1), (5, 64, 3)])
+def test_chunked_scan_equals_the_recurrence_exactly_in_float64(T, chunk, G):
+    """Values and gradients in float64, within the rounding bound of the two summation orders;
+    a wrong decay or a dropped term would be off by the terms' own size, ~1e15 times the bound.
+    G < H: the groups' B, C are shared by their heads (the reference repeats them)."""
+    X, A, B, C = ssd_problem(T, 3, G, torch.float64, A_max=2.0)
+    u = torch.finfo(torch.float64).eps / 2
+    y, ref = ssd_chunked(X, A, B, C, chunk), ssd_reference(X, A, B, C)
+    assert ((y - ref).abs() <= rounding_bound(X, A, B, C, chunk, u)).all()
+    ins = [t.clone().requires_grad_() for t in (X, A, B, C)]
+    G_out = torch.randn_like(y)
+    got = torch.autograd.grad((G_out * ssd_chunked(*ins, chunk)).sum(), ins)
+    want = torch.autograd.grad((G_out * ssd_reference(*ins)).sum(), ins)
+    for g, w, bound in zip(got, want, rounding_bound(X, A, B, C, chunk, u, G_out)):
+        assert ((g - w).abs() <= bound).all()
+
+
+def test_chunked_scan_where_decays_underflow():
+    """Decays down to exp(-240) within a chunk: fp32's exponents below log(tiny) = -87.3 are
+    clamped there (CPU exp is 30-80x slower below it), which moves a term by less than tiny
+    (1.2e-38); the fp32 scan stays within fp32's rounding bound of the float64 recurrence."""
+    X, A, B, C = ssd_problem(37, 3, 1, torch.float64, A_max=30.0)
+    assert A[:, :8].cumsum(1).min() < math.log(torch.finfo(torch.float32).tiny)
+    y = ssd_chunked(*(t.float() for t in (X, A, B, C)), 8)
+    bound = rounding_bound(X, A, B, C, 8, torch.finfo(torch.float32).eps / 2)
+    assert ((y.double() - ssd_reference(X, A, B, C)).abs() <= bound).all()
+
+
+def test_causal_conv_is_conv1d():
+    """The shifted multiply-adds against conv1d(padding=K-1)[..., :T], values and gradients in
+    float64 (K-term sums: K u sum |w x| at most), T below and above the kernel width."""
+    for T in (2, 9):
+        g = torch.Generator().manual_seed(T)
+        x, w, b = (torch.randn(*s, generator=g, dtype=torch.float64, requires_grad=True) for s in ((2, T, 6), (6, 4), (6,)))
+        out = CausalConv.apply(x, w, b)
+        ref = F.conv1d(x.transpose(1, 2), w.unsqueeze(1), b, padding=3, groups=6)[..., :T].transpose(1, 2)
+        size = F.conv1d(x.abs().transpose(1, 2), w.abs().unsqueeze(1), b.abs(), padding=3, groups=6)[..., :T].transpose(1, 2)
+        assert ((out - ref).abs() <= 5 * torch.finfo(torch.float64).eps * size).all()
+        G_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
+        for a, r in zip(torch.autograd.grad((G_out * out).sum(), (x, w, b)), torch.autograd.grad((G_out * ref).sum(), (x, w, b))):
+            torch.testing.assert_close(a, r, rtol=0, atol=1e-12)
 
 
 def test_chunked_scan_runs_in_fp32_under_autocast():
