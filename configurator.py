@@ -34,6 +34,21 @@ class ConfigError(Exception):
     pass
 
 
+def stop_on_signals(before=None):
+    """A scheduler's SIGTERM and a closed terminal's SIGHUP stop a command as Ctrl-C does (its
+    KeyboardInterrupt path: one line, no file left half written); a signal the launcher ignores
+    stays ignored (nohup's SIGHUP). before: run first (tools.results stops its train.py children)."""
+    import signal
+
+    def stop(signum, frame):
+        if before is not None:
+            before()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, stop)
+
+
 def fail(msg):
     """One line on stderr (from rank 0 only under torchrun: every rank meets the same mistake), exit 2."""
     if int(os.environ.get('RANK', 0)) == 0:

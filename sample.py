@@ -23,6 +23,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
+import configurator
 from configurator import ConfigError, check, parse_args, tokenizer_problem
 from prepare_data import DataError, get_tokenizer
 from models import DEPTH_KNOBS, check_device, check_knobs, knob_names, load_checkpoint, resolve_device
@@ -322,4 +323,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+    configurator.stop_on_signals()   # SIGTERM, SIGHUP: as Ctrl-C
     main(sys.argv[1:])

@@ -902,3 +902,42 @@ def test_the_offline_hint_repeats_the_command_with_its_tokenizer_and_folder(tmp_
         prepare_data.prepare('wikitext103', tokenizer='byte', out_dir=str(out), url=f'http://127.0.0.1:{closed_port()}',
                              quiet=True)
     assert f'python prepare_data.py wikitext103 --tokenizer byte --out_dir {out} --input FILE' in str(e.value)
+
+
+def test_sample_and_eval_take_a_sigterm_as_a_ctrl_c(tools_workspace):
+    # a scheduler's SIGTERM while sample.py generates and while eval.py sweeps: one line, exit 130
+    import signal
+    import subprocess
+    import types
+    d = tools_workspace
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'}
+    for cmd, ready, say in (
+            (['sample.py', f'--out_dir={d}/run', '--num_samples=100000', '--max_new_tokens=8'], '-----', 'interrupted'),
+            (['-m', 'tools.eval', f'--out_dir={d}/parcae', '--sweep=num_recur=1..60', f'--out={d}/sig'], 'num_recur',
+             'interrupted (a sweep keeps the points')):
+        p = subprocess.Popen([sys.executable, *cmd], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+        for line in p.stdout:
+            if ready in line:
+                p.send_signal(signal.SIGTERM)
+                break
+        p.stdout.read()
+        p.wait(timeout=120)
+        one_line(types.SimpleNamespace(returncode=p.returncode, stderr=p.stderr.read()), say, code=130)
+
+
+def test_stop_on_signals_runs_its_hook_then_stops_as_ctrl_c(tmp_path):
+    # tools.results' use of it: the train.py children it started are stopped before it stops itself
+    import signal
+    import subprocess
+    code = ("import subprocess, sys, time\n"
+            "from configurator import stop_on_signals\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+            "stop_on_signals(lambda: child.terminate())\n"
+            "try:\n    print('ready', flush=True)\n    time.sleep(120)\n"
+            "except KeyboardInterrupt as e:\n    print('stopped by', e, 'child', child.wait(timeout=30), flush=True)\n")
+    p = subprocess.Popen([sys.executable, '-c', code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == 'ready'
+    p.send_signal(signal.SIGTERM)
+    assert p.stdout.read().strip() == f'stopped by SIGTERM child {-signal.SIGTERM}'
+    p.wait(timeout=60)

@@ -745,4 +745,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+    configurator.stop_on_signals()   # SIGTERM, SIGHUP: as Ctrl-C
     main(sys.argv[1:])

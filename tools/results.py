@@ -205,14 +205,21 @@ def train(args, out, seed, iters, upto=None):
     return seconds
 
 
+RUNNING = set()   # the train.py processes under way, which a SIGTERM to this command stops too
+
+
 def run_with_progress(cmd, name):
     """A train.py run whose evals ('step N: ...') are printed, prefixed by its folder (runs go in
     parallel); CalledProcessError when it fails, as subprocess.run(check=True)."""
     with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
                           env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'}) as p:
-        for line in p.stdout:
-            if line.startswith('step '):
-                print(f"{name}: {line.rstrip()}", flush=True)
+        RUNNING.add(p)
+        try:
+            for line in p.stdout:
+                if line.startswith('step '):
+                    print(f"{name}: {line.rstrip()}", flush=True)
+        finally:
+            RUNNING.discard(p)
     if p.returncode:
         raise subprocess.CalledProcessError(p.returncode, cmd)
 
@@ -1096,8 +1103,14 @@ def main(argv):
         print(f"interrupted: finished runs stay in {os.path.dirname(run_dir(paper, 'x', 0))}/ "
               f"and the same command resumes the rest", file=sys.stderr)
         sys.exit(130)
+    except subprocess.CalledProcessError as e:   # the run's own error line is above this one
+        fail(f"{' '.join(e.cmd[1:3])} ... stopped (exit {e.returncode}); the same command resumes from the runs "
+             f"that finished once that is mended")
     write(paper, rows, fig, extra, seeds)
 
 
 if __name__ == '__main__':
+    # SIGTERM, SIGHUP: as Ctrl-C, and the train.py runs it started stop too (each says where it got to)
+    from configurator import stop_on_signals
+    stop_on_signals(lambda: [p.terminate() for p in list(RUNNING)])
     main(sys.argv[1:])
