@@ -432,12 +432,58 @@ def test_emb_scale_1_is_eq1_literally_and_default_is_sqrt_d():
     assert torch.equal(m.embed(idx), (m.wte(idx) + m.wpe(torch.arange(9))) * math.sqrt(32))
 
 
+def test_z_bias_sets_the_update_gate_half_of_the_bias():
+    for z, N in (('-2', 12), ('inv_n', 12), ('half', 12), ('inv_n', 6), ('half', 9)):
+        Ts = N // 3
+        m = build(tiny(Ts=Ts, z_bias=z))
+        assert m.config.n_steps == N
+        for cell in m.cells:
+            b = cell.gate.W_zr.bias
+            zs = torch.sigmoid(b[:32])
+            assert torch.equal(b[32:], torch.zeros(32))               # the reset gate keeps zero
+            want = {'-2': torch.sigmoid(torch.tensor(-2.0)), 'inv_n': 1 / N, 'half': 1 - 0.5 ** (1 / N)}[z]
+            torch.testing.assert_close(zs, torch.full((32,), float(want)))
+    # chrono (Tallec & Ollivier): b = -log U(1, N - 1), so z spreads over [1/N, 1/2]
+    z = torch.sigmoid(build(tiny(Ts=4, z_bias='chrono')).cells[0].gate.W_zr.bias[:32])
+    assert z.min() >= 1 / 12 - 1e-6 and z.max() <= 0.5 + 1e-6 and z.std() > 0.05
+    assert build(tiny(orchestration='interleaved', Ts=4)).config.n_steps == 4
+
+
+def kept_fraction(m, idx):
+    """The part of h_0 that reaches the head at init: <h_N, h_0> / <h_0, h_0>."""
+    with torch.no_grad():
+        h0 = m.embed(idx)
+        for _, _, h, _ in m.nca_steps(idx):
+            pass
+    return ((h * h0).sum() / (h0 * h0).sum()).item()
+
+
+def test_update_gate_at_init_keeps_the_state_through_all_steps():
+    # h <- (1 - z) h + z tanh(...) (Eq. 8) keeps (1 - z) of h per step, so after N = Ts x K steps
+    # sum_i prod_steps (1 - z_i) / d of h_0 remains: the candidate is uncorrelated with h_0 and the
+    # gate's weight noise moves z by ~1%. Measured against that arithmetic over seeds 0-3, d 32 and
+    # 96, zero / -2 / inv_n / half / chrono: within 0.003, so 0.01 is the tolerance. The flagship
+    # shape (K = 3, Ts = 4, N = 12) with the default must keep FLOOR of h_0; zero biases (z = 1/2)
+    # keep 2^-12, the init that made the Ts >= 4 seeds stall.
+    idx = torch.randint(65, (4, 64))
+    for z in (TextNCAConfig.z_bias, '0'):
+        m = build(tiny(vocab_size=65, n_embd=96, d_ff=384, windows=(2, 8, 32), Ts=4, z_bias=z))
+        d = 96
+        want = torch.stack([(1 - torch.sigmoid(c.gate.W_zr.bias[:d])) ** 4 for c in m.cells]).prod(0).mean().item()
+        kept = kept_fraction(m, idx)
+        assert abs(kept - want) < 0.01, (z, kept, want)
+        if z == '0':
+            assert kept < 0.01, kept
+        else:
+            assert kept >= FLOOR, (z, kept)
+
+
 def test_meta_device_and_config_errors():
     with torch.device('meta'):
         m = TextNCA(TextNCAConfig(kernel='gla'))
     assert m.num_params() > 0
     for bad in (dict(gate='lstm'), dict(kernel='fft'), dict(orchestration='single', windows=(8, 32)),
-                dict(orchestration='stacked', windows=(8, 32)), dict(step_embed='rope')):
+                dict(orchestration='stacked', windows=(8, 32)), dict(step_embed='rope'), dict(z_bias='keep')):
         with pytest.raises(ValueError):
             TextNCAConfig(**bad)
 
