@@ -19,6 +19,9 @@ takes the iteration count as a knob; step_logits / step_losses (the logit lens, 
 (Fig. 10) and step_names ('emb', 'S1.1', ...) serve the paper's analyses.
 
 Readings where the paper is vague (how each was found, and the counts: docs/textnca.md):
+- z_bias: the update gate starts with Tallec & Ollivier's chrono bias over the N = K Ts steps, z from
+  1/N to 1/2 across dimensions. Zero biases (z = 1/2) pass 2^-N of h_0 to the head and some seeds
+  stall; a uniform -2 keeps h_0 but slows every dimension's learning. The spread does neither.
 - emb_scale: the literal Eq. 1 is emb_scale=1.0. At nanoGPT's 0.02 init it stays at the unigram loss,
   so by default h_0 and the step embeddings are scaled by sqrt(d) (as Vaswani et al. Sec. 3.4).
 - Biases in every Linear and LayerNorm, GELU FFN, nanoGPT init N(0, 0.02): the flagship has
@@ -84,7 +87,7 @@ class TextNCAConfig:
     grad_checkpoint: bool = False     # recompute each NCA step in backward (Sec. 4.1)
     readout_block: bool = False       # Hier-Hybrid (App. B): one causal global-attention block before ln_f
     emb_scale: float = None           # h_0 and step embeddings times this; None: sqrt(n_embd); 1.0: Eq. 1 literally
-    z_bias: str = '0'                 # GRU update-gate bias at init: a number, 'half', 'inv_n' or 'chrono' (Gate.reset_z)
+    z_bias: str = 'chrono'            # GRU update-gate bias at init: 'chrono', 'half', 'inv_n' or a number ('0': PyTorch's)
 
     def __post_init__(self):
         if isinstance(self.windows, int):
