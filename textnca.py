@@ -19,6 +19,9 @@ takes the iteration count as a knob; step_logits / step_losses (the logit lens, 
 (Fig. 10) and step_names ('emb', 'S1.1', ...) serve the paper's analyses.
 
 Readings where the paper is vague (how each was found, and the counts: docs/textnca.md):
+- z_bias: the update gate starts with Tallec & Ollivier's chrono bias over the N = K Ts steps, z from
+  1/N to 1/2 across dimensions. Zero biases (z = 1/2) pass 2^-N of h_0 to the head and some seeds
+  stall; a uniform -2 keeps h_0 but slows every dimension's learning. The spread does neither.
 - emb_scale: the literal Eq. 1 is emb_scale=1.0. At nanoGPT's 0.02 init it stays at the unigram loss,
   so by default h_0 and the step embeddings are scaled by sqrt(d) (as Vaswani et al. Sec. 3.4).
 - Biases in every Linear and LayerNorm, GELU FFN, nanoGPT init N(0, 0.02): the flagship has
@@ -47,6 +50,23 @@ from torch.utils.checkpoint import checkpoint
 
 INIT_STD = 0.02   # nanoGPT's normal init for every Linear and Embedding
 
+# The GRU update gate's bias at init, for N NCA steps: with z the fraction of h replaced per step (Eq. 8),
+# (1 - z)^N of h_0 reaches the head. A number: that bias. 'half': (1 - z)^N = 1/2. 'inv_n': z = 1/N.
+# 'chrono': Tallec & Ollivier's chrono init, b = -log U(1, N - 1) per dimension (z from 1/2 to 1/N).
+Z_INITS = {
+    'half': lambda N, d: torch.full((d,), -math.log(1 / (1 - 0.5 ** (1 / N)) - 1)),
+    'inv_n': lambda N, d: torch.full((d,), -math.log(max(N - 1, 1))),
+    'chrono': lambda N, d: -torch.log(torch.empty(d).uniform_(1, max(N - 1, 1))),
+}
+
+
+def is_number(text):
+    try:
+        float(text)
+        return True
+    except (TypeError, ValueError):
+        return False
+
 
 @dataclass
 class TextNCAConfig:
@@ -67,6 +87,7 @@ class TextNCAConfig:
     grad_checkpoint: bool = False     # recompute each NCA step in backward (Sec. 4.1)
     readout_block: bool = False       # Hier-Hybrid (App. B): one causal global-attention block before ln_f
     emb_scale: float = None           # h_0 and step embeddings times this; None: sqrt(n_embd); 1.0: Eq. 1 literally
+    z_bias: str = 'chrono'            # GRU update-gate bias at init: 'chrono', 'half', 'inv_n' or a number ('0': PyTorch's)
 
     def __post_init__(self):
         if isinstance(self.windows, int):
@@ -89,10 +110,16 @@ class TextNCAConfig:
              f"orchestration {o!r} uses one window size repeated, got {w}"),
             (self.Ts >= 1 and all(t >= 1 for t in self.stochastic_Ts), "Ts must be >= 1"),
             (self.n_embd % self.n_head == 0, "n_embd must be a multiple of n_head"),
+            (self.z_bias in Z_INITS or is_number(self.z_bias),
+             f"z_bias must be a number or one of {'|'.join(Z_INITS)}, got {self.z_bias!r}"),
         ]
         for ok, msg in checks:
             if not ok:
                 raise ValueError(msg)
+
+    @property
+    def n_steps(self):  # NCA steps between h_0 and the head at the training Ts
+        return self.Ts * (1 if self.orchestration in ('interleaved', 'multi') else len(self.windows))
 
     @property
     def n_cells(self):  # cells with their own weights
@@ -358,6 +385,13 @@ class Gate(nn.Module):
         elif self.kind == 'highway':
             self.W_g = nn.Linear(d, d, bias=cfg.bias)
 
+    def reset_z(self, cfg):  # after _init_weights: the update gate's half of W_zr's bias
+        if self.kind != 'gru' or self.W_zr.bias is None:
+            return
+        d, b = cfg.n_embd, cfg.z_bias
+        with torch.no_grad():
+            self.W_zr.bias[:d] = Z_INITS[b](cfg.n_steps, d) if b in Z_INITS else float(b)
+
     def forward(self, h, u, want_gates=False):
         gates = {}
         if self.kind == 'gru':
@@ -456,6 +490,8 @@ class TextNCA(nn.Module):
                 nn.init.zeros_(module.bias)
         elif isinstance(module, GatedLinearAttention):
             module.reset_gla()
+        elif isinstance(module, Gate):
+            module.reset_z(self.config)
 
     def num_params(self):
         return sum(p.numel() for p in self.parameters())
