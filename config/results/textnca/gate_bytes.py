@@ -3,7 +3,7 @@
 # 128 over block 256, 400 iterations: the setting where an update-gate bias of -2 learned more slowly.
 base = '../../cpu_textnca.py'
 dataset = 'shakespeare_char_byte'
-out_dir = 'out/results/textnca/gate_bytes'
+out_dir = 'out-results/textnca/gate_bytes'
 eval_interval = 100
 n_embd = 128
 n_head = 4
