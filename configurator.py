@@ -11,7 +11,7 @@ mistake stops with one line that says what was wrong and what is accepted (Confi
 A config may name the config it varies, so that an ablation shows only what it changes:
 
     base = 'textnca_hier.py'      # a path relative to this file's folder, or a tuple of them
-    out_dir = 'out/textnca_k2'
+    out_dir = 'out-textnca_k2'
     windows = (16, 128)
 
 The base files are read first (in order, each with its own bases), then this file's assignments
