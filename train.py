@@ -251,7 +251,6 @@ def trim_log(path, iter_num):
     write_whole(path, ''.join(keep))
 
 
-
 def write_whole(path, text):
     """path's new content, whole or not at all (a .tmp beside it, then swapped in)."""
     try:
