@@ -326,7 +326,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     # the first grid; the 6L answers every hop count right (within seed noise), the 3L only k <= 2
     import battery
     monkeypatch.chdir(tmp_path)
-    best = {'GPT 3L': 3e-3, 'GPT 6L': 7.5e-4}
+    best = {'GPT 3L': 1e-3, 'GPT 6L': 2.5e-4}
     trained = []
 
     def train(args, out, seed, iters):
@@ -352,7 +352,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     monkeypatch.setattr(results, 'evaluate', evaluate)
     monkeypatch.setattr(results, 'eval_json', reading)
     rows, fig, md = results.depth(3, 0)
-    assert [r['run'] for r in rows] == ['GPT 3L (lr 0.003)', 'GPT 6L (lr 0.00075)']
+    assert [r['run'] for r in rows] == ['GPT 3L (lr 0.001)', 'GPT 6L (lr 0.00025)']
     assert all(r['seeds'] == [1337, 1338, 1339] and r['mean'] == 1.0 for r in rows)
     assert sum('6L' in o for o, _ in trained) == 5 + 2 and sum('3L' in o for o, _ in trained) == 3 + 2   # grids + seeds
     table = [line for line in md.splitlines() if line.startswith('| ') and line[2].isdigit()]

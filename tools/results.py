@@ -958,7 +958,7 @@ def battery(seeds, iters):
     return rows, fig, '\n'.join(md)
 
 
-DEPTH_LRS = (1.5e-3, 3e-3, 6e-3)   # each GPT's grid, widened by bracket() until its best lies inside
+DEPTH_LRS = (5e-4, 1e-3, 2e-3)     # each GPT's grid, widened by bracket() until its best lies inside
 HOP_N = 200                        # val examples read per hop count (the split holds 1,000 each)
 
 
