@@ -378,12 +378,12 @@ def start_train(d, *args):
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
-def interrupt_when(p, words):
-    """SIGINT p once its stdout shows a line with words; (returncode, stderr)."""
+def interrupt_when(p, words, sig=None):
+    """SIGINT (or sig) p once its stdout shows a line with words; (returncode, stderr)."""
     import signal
     for line in p.stdout:
         if words in line:
-            p.send_signal(signal.SIGINT)
+            p.send_signal(sig or signal.SIGINT)
             break
     p.stdout.read()
     p.wait(timeout=120)
@@ -773,15 +773,21 @@ def prepare_until_writing(text, out):
     return p
 
 
-def test_a_signalled_prepare_removes_its_work_and_a_killed_ones_is_removed_later(tmp_path):
-    import signal
-    import socket
+def prepared_mine(tmp_path):
+    """(its text, data_dir, digests of its files) of a small dataset 'mine' prepared from a text file."""
     import prepare_data
     text = tmp_path / 'in.txt'
     text.write_text('the cat sat on the mat.\n' * 200)
     out = tmp_path / 'data'
     prepare_data.prepare('mine', input=str(text), out_dir=str(out), quiet=True)
-    before = {f: digest(out / 'mine' / f) for f in os.listdir(out / 'mine')}
+    return text, out, {f: digest(out / 'mine' / f) for f in os.listdir(out / 'mine')}
+
+
+def test_a_signalled_prepare_removes_its_work_and_a_killed_ones_is_removed_later(tmp_path):
+    import signal
+    import socket
+    import prepare_data
+    text, out, before = prepared_mine(tmp_path)
     for sig, code in ((signal.SIGTERM, 143), (signal.SIGHUP, 129)):   # a scheduler; a closed terminal
         p = prepare_until_writing(text, out)
         assert [f for f in os.listdir(out) if f.startswith('.mine.new')]    # at work
@@ -809,11 +815,7 @@ def test_a_signalled_prepare_removes_its_work_and_a_killed_ones_is_removed_later
 def test_a_dataset_set_aside_by_a_killed_swap_is_put_back(tmp_path):
     import socket
     import prepare_data
-    text = tmp_path / 'in.txt'
-    text.write_text('the cat sat on the mat.\n' * 200)
-    out = tmp_path / 'data'
-    prepare_data.prepare('mine', input=str(text), out_dir=str(out), quiet=True)
-    before = {f: digest(out / 'mine' / f) for f in os.listdir(out / 'mine')}
+    text, out, before = prepared_mine(tmp_path)
     # killed between the swap's two renames: the previous dataset sits aside, no data/mine
     os.replace(out / 'mine', out / f'.mine.old999999999@{socket.gethostname()}')
     with pytest.raises(prepare_data.DataError, match='too small to split'):
@@ -917,12 +919,7 @@ def test_sample_and_eval_take_a_sigterm_as_a_ctrl_c(tools_workspace):
              'interrupted (a sweep keeps the points')):
         p = subprocess.Popen([sys.executable, *cmd], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=env)
-        for line in p.stdout:
-            if ready in line:
-                p.send_signal(signal.SIGTERM)
-                break
-        p.stdout.read()
-        p.wait(timeout=120)
+        interrupt_when(p, ready, signal.SIGTERM)
         one_line(types.SimpleNamespace(returncode=p.returncode, stderr=p.stderr.read()), say, code=130)
 
 

@@ -287,6 +287,7 @@ class Evaluator:
         # trained with causal=False (train.py): a masked-reconstruction encoder, scored at holes with full attention
         self.causal = self.tcfg.get('causal', True)
         self.answers_only = self.tcfg.get('loss_on') == 'answers'   # scored where it trained: the answer spans
+        self.starts = {}     # split -> where its windows may start (loss_on='answers')
 
     def check_data(self, then):
         """Stops when the data is not what the checkpoint recorded it trained on (sizes, heads, meta.json)."""
@@ -317,7 +318,9 @@ class Evaluator:
             raise ConfigError(f"{path} holds fewer than block_size+2 = {T + 2} tokens; lower --block_size")
         g = self.generator(split, -1 - k, 0)
         if self.answers_only:   # train.py's windows of such a run start where an example does
-            starts = configurator.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T)
+            if split not in self.starts:    # one scan of the stream, not one per batch
+                self.starts[split] = configurator.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T)
+            starts = self.starts[split]
             ix = starts[torch.randint(len(starts), (n,), generator=g).numpy()].tolist()
         else:
             ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
