@@ -25,6 +25,7 @@ import math
 import os
 import pickle
 import sys
+import time
 import types
 
 import numpy as np
@@ -53,6 +54,10 @@ def fail(msg):
     """One line on stderr (from rank 0 only under torchrun: every rank meets the same mistake), exit 2."""
     if int(os.environ.get('RANK', 0)) == 0:
         print(f"error: {msg}", file=sys.stderr)
+    else:
+        # rank 0 exits first and torchrun then stops this rank: were this rank first, torchrun
+        # could stop rank 0 before its line is out
+        time.sleep(30)
     sys.exit(2)
 
 
