@@ -32,6 +32,7 @@ of small spaces, e.g. 2-digit sums, which train covers, are rarer in val).
 synthetic_split() rebuilds exactly those examples.
 """
 import random
+import re
 
 import numpy as np
 
@@ -154,9 +155,13 @@ CHANCE.update({f'{t}_far': CHANCE[t] for t in NEAR})
 # The depth task: the answer needs k sequential lookups. A random 8-cycle over 8 of the 26
 # letters is listed as pairs "x>y" in random order; the answer is the letter k steps along it from
 # the queried one. Each step is one lookup in the context that depends on the one before, so a
-# model needs about one attention layer (or loop step) per hop; loss on the answer only
-# (train.py --loss_on=answers) leaves no shortcut through the rest of the text.
-#     hop3 c>f a>c f>b b>d d>g g>e e>h h>a ? a = b
+# model needs about one attention layer (or loop step) per hop; loss on the answers only
+# (train.py --loss_on=answers) leaves no shortcut through the rest of the text. Every letter of the
+# listing is then asked in turn (the suffix), each answer scored in training, so that one listing
+# teaches the lookup HOP_LETTERS times; the scores (eval.py) read the first answer only, the one
+# no earlier answer can shorten (a later query one step past an earlier one is a single lookup
+# from that answer).
+#     hop3 c>f a>c f>b b>d d>g g>e e>h h>a ? a = b ? e = f ? h = g ? ...
 HOPS = (1, 2, 3, 4, 5, 6)
 HOP_LETTERS = 8
 
@@ -166,9 +171,18 @@ def _hop(k):
         cycle = rng.sample(LETTERS, HOP_LETTERS)
         pairs = [f'{a}>{b}' for a, b in zip(cycle, cycle[1:] + cycle[:1])]
         rng.shuffle(pairs)
-        q = rng.randrange(HOP_LETTERS)
-        return f'hop{k} ' + ' '.join(pairs) + f' ? {cycle[q]} =', ' ' + cycle[(q + k) % HOP_LETTERS], ''
+        asked = rng.sample(range(HOP_LETTERS), HOP_LETTERS)
+        qa = [(f' ? {cycle[q]} =', ' ' + cycle[(q + k) % HOP_LETTERS]) for q in asked]
+        return f'hop{k} ' + ' '.join(pairs) + qa[0][0], qa[0][1], ''.join(q + a for q, a in qa[1:])
     return hop
+
+
+def suffix_answers(task, suffix):
+    """The (start, end) character spans of the further answers in an example's suffix: the hop
+    tasks' later queries (' = x' after each ' ?'); none for every other task."""
+    if task not in HOP_TASKS:
+        return []
+    return [(m.start() + 2, m.end()) for m in re.finditer(r' = [a-z]', suffix)]
 
 
 HOP_TASKS = {f'hop{k}': _hop(k) for k in HOPS}
@@ -236,8 +250,13 @@ def synthetic_ids(examples, encode):
     """The token stream of the examples and, per token, 1 where it belongs to an answer: the span
     that fill mode masks and hole fine-tuning holes (the task-given holes of FON's protocol)."""
     ids, answer = [], []
-    for _, p, a, s in examples:
+    for task, p, a, s in examples:
         x, pos = encode_example(p, a, encode, suffix=s)
+        for lo, hi in suffix_answers(task, s):   # each starts with a space: its tokens are whole
+            head, upto = encode(p + a + s[:lo]), encode(p + a + s[:hi])
+            if x[:len(head)] != head or x[:len(upto)] != upto:
+                raise ValueError('a suffix answer does not tokenize as a prefix of the example')
+            pos += range(len(head), len(upto))
         mark = [0] * len(x)
         for i in pos:
             mark[i] = 1

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 import prepare_data
-from battery import HOP_LETTERS, HOP_TASKS, synthetic_examples
+from battery import HOP_LETTERS, HOP_TASKS, suffix_answers, synthetic_examples
 from conftest import read_log, run_script, train_script
 
 
 @pytest.mark.parametrize('task', list(HOP_TASKS))
-def test_hop_answer_follows_the_pointers_k_times(task):
+def test_hop_answers_follow_the_pointers_k_times(task):
     k = int(task[3:])
     for prompt, answer, suffix in synthetic_examples(task, 200, seed=3):
         name, *pairs, q_mark, q, eq = prompt.split(' ')
-        assert (name, q_mark, eq, suffix) == (task, '?', '=', '')
+        assert (name, q_mark, eq) == (task, '?', '=')
         nxt = dict(p.split('>') for p in pairs)
         assert len(nxt) == HOP_LETTERS and sorted(nxt.values()) == sorted(nxt)   # a permutation of 8 letters
         x, seen = q, []
@@ -26,6 +26,16 @@ def test_hop_answer_follows_the_pointers_k_times(task):
             seen.append(x)
         assert seen[-1] == q and len(set(seen)) == HOP_LETTERS
         assert answer == ' ' + seen[k - 1] and answer != ' ' + q
+        # the suffix asks every other letter once, each answered k steps along, and marks those answers
+        asked = suffix.split(' ? ')[1:]
+        assert suffix.startswith(' ? ') and sorted([q] + [a[0] for a in asked]) == sorted(nxt)
+        for a in asked:
+            x = a[0]
+            for _ in range(k):
+                x = nxt[x]
+            assert a == f'{a[0]} = {x}'
+        assert [suffix[lo:hi] for lo, hi in suffix_answers(task, suffix)] == [' ' + a[-1] for a in asked]
+    assert suffix_answers('add', ' = 5 ? x = y') == []
 
 
 @pytest.fixture(scope='module')
@@ -38,7 +48,7 @@ def hops(tmp_path_factory):
 def test_loss_on_answers_keeps_only_the_answer_targets_of_whole_examples(hops):
     itos = json.load(open(os.path.join(hops, 'hops', 'meta.json')))['itos']
     T = train_script()
-    cfg = {**T.DEFAULTS, 'data_dir': hops, 'dataset': 'hops', 'block_size': 64, 'batch_size': 8, 'loss_on': 'answers'}
+    cfg = {**T.DEFAULTS, 'data_dir': hops, 'dataset': 'hops', 'block_size': 128, 'batch_size': 8, 'loss_on': 'answers'}
     meta, streams, mask, _ = T.load_data(cfg, True, False)
     for split, it in (('train', 3), ('val', -1)):
         x, y, _ = T.get_batch(split, it, 0, cfg, streams, mask)
@@ -66,8 +76,8 @@ def test_answer_loss_falls_below_its_failure_mode(hops, tmp_path):
     a model that learned only the format pays ~ln(26) / 2 per answer token. 300 steps of a tiny
     GPT must end below the midpoint of the two."""
     out = tmp_path / 'r'
-    run_script('train.py', f'--data_dir={hops}', '--dataset=hops', '--loss_on=answers', '--block_size=64',
-               '--n_layer=1', '--n_head=2', '--n_embd=32', '--batch_size=8', '--eval_iters=4', '--compile=False',
+    run_script('train.py', f'--data_dir={hops}', '--dataset=hops', '--loss_on=answers', '--block_size=128',
+               '--n_layer=1', '--n_head=2', '--n_embd=32', '--batch_size=4', '--eval_iters=8', '--compile=False',
                '--max_iters=300', '--eval_interval=300', '--learning_rate=3e-3', '--warmup_iters=20',
                f'--out_dir={out}')
     vocab = json.load(open(os.path.join(hops, 'hops', 'meta.json')))['vocab_size']
