@@ -362,3 +362,41 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
         assert '**Gate: holds** (GPT 6L ahead by more than two sd at 4 of the 4 hop counts from 3 on)' in md
     else:
         assert table[2].endswith('| +0.000 | tie |') and '**Gate: does not hold**' in md
+
+
+def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_model_s(tmp_path, monkeypatch):
+    # made-up runs (nothing trains): the loss is lowest at each model's own rate, the TextNCA's beyond the first
+    # grid; the ablation follows its model's rate, the untuned run keeps its config's
+    monkeypatch.chdir(tmp_path)
+    best = {'nca': 8e-3, 'gpt': 1e-3}
+    trained = []
+
+    def train(args, out, seed, iters):
+        os.makedirs(out, exist_ok=True)
+        lr = next((float(a.split('=')[1]) for a in args if a.startswith('--learning_rate=')), 2e-3)
+        json.dump({'model': args[0], 'learning_rate': lr}, open(os.path.join(out, 'config.json'), 'w'))
+        trained.append((out, seed, args))
+        return 60.0
+
+    def evaluate(out, *a):
+        cfg = json.load(open(os.path.join(out, 'config.json')))
+        return {'loss': 1.0 + abs(math.log(cfg['learning_rate'] / best[cfg['model']]))}
+    monkeypatch.setattr(results, 'train', train)
+    monkeypatch.setattr(results, 'evaluate', evaluate)
+    monkeypatch.setattr(results, 'val_curve', lambda out: [])
+    spec = {'runs': {'NCA': ['nca'], 'NCA reversed': ['nca', '--windows=(32, 8, 2)'], 'GPT': ['gpt'], 'Eq. 1': ['nca']},
+            'tune': {'NCA': 2e-3, 'GPT': 2e-3}, 'tune_as': {'NCA reversed': 'NCA'}}
+    rows, _ = results.report_runs('x', spec, 3, 0)
+    by = {r['run']: r for r in rows}
+    assert by['NCA']['lr'] == by['NCA reversed']['lr'] == 8e-3 and by['GPT']['lr'] == 1e-3 and 'lr' not in by['Eq. 1']
+    assert list(by['NCA']['grid']) == ['0.001', '0.002', '0.004', '0.008', '0.016'] and list(by['GPT']['grid']) == \
+        ['0.0005', '0.001', '0.002', '0.004']
+    assert all(r['mean'] == 1.0 and r['seeds'] == [1337, 1338, 1339] for r in rows if r['run'] != 'Eq. 1')
+    # a rate other than the config's trains in its own folder, with the floor a tenth of it; the config's in the plain one
+    runs = {(o, s): a for o, s, a in trained}
+    assert runs[('out-results/x/NCA_reversed_lr_0_008-s1339', 1339)][-2:] == ['--learning_rate=0.008', '--min_lr=0.0008']
+    assert ('out-results/x/GPT-s1337', 1337) in runs and ('out-results/x/GPT-s1338', 1338) not in runs
+    assert len(trained) == 5 + 2 + 3 + 4 + 2 + 3 == len(runs)     # grids, seeds; nothing trained twice
+    line = results.rates_md(rows)[0]
+    assert 'NCA: 0.001 3.079, 0.002 2.386, 0.004 1.693, 0.008 1.000, 0.016 1.693 -> 0.008' in line
+    assert line.endswith('At their model\'s rate: NCA reversed 0.008.')

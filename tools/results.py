@@ -75,6 +75,13 @@ PAPERS = {
             'staged, emb_scale 1 (Eq. 1 literally)': [CFG + 'textnca/textnca.py', '--emb_scale=1.0'],
         },
         'sweep': ('staged (2, 8, 32)', 'Ts=1,2,3,4,6'),
+        # each side of the headline comparisons at its own rate; the ablations at their model's
+        'tune': {'staged (2, 8, 32)': 2e-3, 'SWin-TF-Staged (2, 2, 8, 8, 32, 32)': 2e-3, 'Transformer-6L d96': 2e-3,
+                 'Transformer-6L d84 (parameter-matched)': 2e-3},
+        'tune_as': {**{name: 'staged (2, 8, 32)' for name in ('reversed (32, 8, 2)', 'uniform (8, 8, 8)',
+                                                             'non-monotone (2, 32, 8)', 'Ts=2', 'Ts=6', 'Ts=8',
+                                                             'staged, emb_scale 1 (Eq. 1 literally)')},
+                    'SWin-TF-6L (w = 32)': 'SWin-TF-Staged (2, 2, 8, 8, 32, 32)'},
     },
     'parcae': {
         'claim': 'Table 2: the RDM diverges or spikes as the learning rate grows where Parcae stays stable '
@@ -248,25 +255,69 @@ def seed_list(spec, name, seeds):
 
 
 def report_runs(paper, spec, seeds, iters, metric='loss'):
-    """Train every run of a paper for every seed; one table row per run: mean +- sd over seeds."""
-    run_seeds = {name: seed_list(spec, name, seeds) for name in spec['runs']}
-    jobs = [(name, seed) for name in spec['runs'] for seed in run_seeds[name]]
+    """Train every run of a paper for every seed; one table row per run: mean +- sd over seeds. A run
+    named in spec['tune'] (name -> its config's rate) trains at its own best rate: bracket() from half
+    to twice its config's, on its first seed, by the stream score; a run of spec['tune_as'] (name ->
+    such a run) trains at that run's rate, as an ablation shares its model's recipe."""
+    tune, head = spec.get('tune', {}), (lambda name: spec.get('tune_as', {}).get(name, name))
+    done = {}
 
-    def job(j):   # a run's stream score right after its training, so that scoring is parallel too
-        out = run_dir(paper, *j)
-        return train(spec['runs'][j[0]], out, j[1], iters), evaluate(out, '--stream=True')[metric]
-    with ThreadPoolExecutor(JOBS) as pool:   # JOBS runs at once, one thread each
-        done = dict(zip(jobs, pool.map(job, jobs)))
+    def job(j):   # (name, rate or None: the config's, seed); the stream score right after training, in parallel too
+        name, lr, seed = j
+        out = run_dir(paper, rated(name, lr), seed)
+        args = spec['runs'][name] + ([f'--learning_rate={lr:g}', f'--min_lr={lr / 10:g}'] if lr else [])
+        return train(args, out, seed, iters), evaluate(out, '--stream=True')[metric]
+
+    def run_all(jobs):   # JOBS at once, one thread each; a job done before is not redone
+        todo = [j for j in dict.fromkeys(jobs) if j not in done]
+        with ThreadPoolExecutor(JOBS) as pool:
+            done.update(zip(todo, pool.map(job, todo)))
+
+    def key(name, lr):   # the config's own rate trains in the run's plain folder
+        return None if lr == tune[head(name)] else lr
+    first = {name: seed_list(spec, name, seeds)[0] for name in tune}
+    run_all([(name, key(name, lr), first[name]) for name, base in tune.items() for lr in (base / 2, base, base * 2)])
+    grids, best = {}, {}
+    for name, base in tune.items():
+        def score(lr, name=name):
+            run_all([(name, key(name, lr), first[name])])
+            return done[(name, key(name, lr), first[name])][1]
+        lrs, best[name] = bracket((base / 2, base, base * 2), score)
+        grids[name] = {lr: score(lr) for lr in lrs}
+
+    def lr_of(name):
+        return key(name, best[head(name)]) if head(name) in best else None
+    run_seeds = {name: seed_list(spec, name, seeds) for name in spec['runs']}
+    run_all([(name, lr_of(name), seed) for name in spec['runs'] for seed in run_seeds[name]])
     rows, curves = [], {}
     for name in spec['runs']:
-        ss = run_seeds[name]
-        losses = [done[(name, seed)][1] for seed in ss]
-        curves[name] = [val_curve(run_dir(paper, name, seed)) for seed in ss]
-        cfg = json.load(open(os.path.join(run_dir(paper, name, ss[0]), 'config.json')))
+        ss, lr = run_seeds[name], lr_of(name)
+        losses = [done[(name, lr, seed)][1] for seed in ss]
+        curves[name] = [val_curve(run_dir(paper, rated(name, lr), seed)) for seed in ss]
+        cfg = json.load(open(os.path.join(run_dir(paper, rated(name, lr), ss[0]), 'config.json')))
         m, sd = mean_sd(losses)
         rows.append({'run': name, 'model': cfg['model'], 'seeds': ss, 'losses': losses, 'mean': m, 'sd': sd,
-                     'seconds': sum(done[(name, seed)][0] for seed in ss)})
+                     'seconds': sum(done[(name, lr, seed)][0] for seed in ss),
+                     **({'lr': cfg['learning_rate']} if head(name) in best else {}),
+                     **({'grid': {f'{r:g}': v for r, v in grids[name].items()}} if name in grids else {})})
     return rows, curves
+
+
+def rated(name, lr):
+    """A run's name at a rate other than its config's."""
+    return name if lr is None else f'{name} lr {lr:g}'
+
+
+def rates_md(rows, unit='val loss'):
+    """The rate brackets of a paper's tuned runs, one line each, and the rate every other tuned row took."""
+    md = [f"Each run's own rate (its first seed's {unit} at each rate of its bracket; the best inside the grid "
+          f"or at its widest, 7 rates): " + '; '.join(
+              f"{r['run']}: " + ', '.join(f'{lr} {v:.3f}' for lr, v in r['grid'].items()) + f" -> {r['lr']:g}"
+              for r in rows if 'grid' in r) + '.']
+    shared = [r for r in rows if 'lr' in r and 'grid' not in r]
+    if shared:
+        md[0] += ' At their model\'s rate: ' + ', '.join(f"{r['run']} {r['lr']:g}" for r in shared) + '.'
+    return md
 
 
 TEXTNCA_PAPER = {'staged (2, 8, 32)': '60.3 PPL', 'reversed (32, 8, 2)': '131.1', 'uniform (8, 8, 8)': '119.7',
@@ -300,13 +351,13 @@ def textnca(seeds, iters):
     ax3.plot(sweep['values'], sweep['loss'], 'o-')
     ax3.set(title=f'{target}: inference-time Ts (trained Ts = 4)', xlabel="Ts'", ylabel='val loss (eval set)')
     out = run_dir('textnca', ref, 1337)
-    md = [f"Recipe: the repo's CPU recipe (AdamW 2e-3 to 2e-4, cosine, warmup 100, beta2 0.99, batch 6 x 128, "
+    md = [f"Recipe: the repo's CPU recipe (AdamW at each run's own rate below, cosine to a tenth of it, warmup 100, beta2 0.99, batch 6 x 128, "
           f"{tokens_seen(out):,} tokens), not the paper's (6e-4, 60k steps, 65k tokens per step). The paper's windows "
           "(8, 32, 128) over 512 become (2, 8, 32) over 128: receptive field 1 + Ts (1 + 7 + 31) = 157 at Ts = 4, "
           "beyond the block only in stage 3, as the paper's 661 over 512. The Transformers are the paper's TF-6L "
           "(learned positions, LayerNorm, GELU, tied) at TextNCA's width, and at matched parameters (d 84). "
           "'holds': staged lower by more than two standard deviations; the paper column is its WikiText-103 PPL.",
-          '', 'Schedules and controls (Table 2, Table 3):', '']
+          '', *rates_md(rows), '', 'Schedules and controls (Table 2, Table 3):', '']
     md += comparison('textnca', rows, curves, ref, schedule, TEXTNCA_PAPER)
     md += ['', 'From-scratch Ts sweep (Table 7; windows (2, 8, 32)):', '']
     md += comparison('textnca', rows, curves, ref, ts_rows, TEXTNCA_PAPER)
