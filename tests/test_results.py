@@ -400,3 +400,35 @@ def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_
     line = results.rates_md(rows)[0]
     assert 'NCA: 0.001 3.079, 0.002 2.386, 0.004 1.693, 0.008 1.000, 0.016 1.693 -> 0.008' in line
     assert line.endswith('At their model\'s rate: NCA reversed 0.008.')
+
+
+def test_the_headline_gap_at_two_sizes_against_tokens_per_parameter(monkeypatch):
+    # made-up rows: the model trails its control by 0.10 at 1.5 tokens per parameter and leads by 0.05 at 25
+    monkeypatch.setattr(results, 'counts', lambda out: (0, 100_000 if 'small' in out else 500_000, 0))
+    monkeypatch.setattr(results, 'tokens_seen', lambda out: 2_500_000 if 'small' in out else 750_000)
+
+    def row(run, *ls):
+        return {'run': run, 'seeds': [1337, 1338, 1339], 'losses': ls, 'mean': results.mean_sd(ls)[0],
+                'sd': results.mean_sd(ls)[1]}
+    big = [row('nca', 2.10, 2.11, 2.12), row('TF d96', 2.00, 2.01, 2.02)]
+    small = [row('nca', 2.30, 2.31, 2.32), row('TF', 2.35, 2.36, 2.37)]
+    fig, ax = results.plt.subplots()
+    md = results.sizes('x', 'nca', [('TF d96', 'TF')], [('x', big), ('x-small', small)], ax)
+    assert md[2:] == ['| TF d96 | 500,000 | 1.5 | +0.100 +- 0.020 | run lower |',
+                      '| TF | 100,000 | 25.0 | -0.050 +- 0.020 | holds |']
+    xs, ys = ax.lines[0].get_data()
+    assert list(xs) == [1.5, 25.0] and [round(y, 3) for y in ys] == [0.1, -0.05]
+    results.plt.close(fig)
+
+
+def test_the_second_size_sees_at_least_20_tokens_per_parameter():
+    spec = results.PAPERS['textnca']['small']
+    assert set(spec['tune']) == set(spec['runs'])
+    for name, args in spec['runs'].items():
+        cfg = models.resolve_config(args + ['--vocab_size=65'])
+        with torch.device('meta'):
+            m = models.build_model(cfg['model'], cfg)
+        non_emb = m.num_params() - sum(e.weight.numel() for e in m.modules() if isinstance(e, torch.nn.Embedding))
+        tokens = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps'] * cfg['max_iters']
+        assert 20 <= tokens / non_emb < 30 and cfg['lr_decay_iters'] == cfg['max_iters'], (name, tokens / non_emb)
+        assert cfg['out_dir'].startswith('out-results/textnca-small/')

@@ -75,6 +75,12 @@ PAPERS = {
             'staged, emb_scale 1 (Eq. 1 literally)': [CFG + 'textnca/textnca.py', '--emb_scale=1.0'],
         },
         'sweep': ('staged (2, 8, 32)', 'Ts=1,2,3,4,6'),
+        # the headline pairs again at d 48 for 4,500 iterations: 20-27 tokens per parameter (the first size: 1.5)
+        'small': {'seeds': 3, 'runs': {
+            'staged (2, 8, 32)': [CFG + 'textnca/small.py'],
+            'SWin-TF-Staged (2, 2, 8, 8, 32, 32)': [CFG + 'textnca/gpt_small.py', '--windows=(2, 2, 8, 8, 32, 32)'],
+            'Transformer-6L': [CFG + 'textnca/gpt_small.py']},
+            'tune': {'staged (2, 8, 32)': 2e-3, 'SWin-TF-Staged (2, 2, 8, 8, 32, 32)': 2e-3, 'Transformer-6L': 2e-3}},
         # each side of the headline comparisons at its own rate; the ablations at their model's
         'tune': {'staged (2, 8, 32)': 2e-3, 'SWin-TF-Staged (2, 2, 8, 8, 32, 32)': 2e-3, 'Transformer-6L d96': 2e-3,
                  'Transformer-6L d84 (parameter-matched)': 2e-3},
@@ -151,7 +157,7 @@ PAPERS = {
                  'on a task whose answer is k sequential lookups away, a 6-layer GPT beats a 3-layer one from k = 3 on',
         'seeds': 3,
         'data': "battery.py's hops (hop1 ... hop6: a random 8-cycle of letters listed as pairs, the answer k steps "
-                "along it; loss on the answer only)",
+                "along it; every letter asked in turn, loss on the answers only, the first answer scored)",
         'datasets': [('hops', 'hops')],
         'metric': 'answer loss',
         'runs': {'GPT 3L': [CFG + 'depth/gpt_3l.py'], 'GPT 6L': [CFG + 'depth/gpt_6l.py']},
@@ -320,6 +326,34 @@ def rates_md(rows, unit='val loss'):
     return md
 
 
+def sizes(paper, ref, pairs, both, ax, unit='val loss'):
+    """The headline gaps at both sizes: both = [(folder, rows), ...] (the paper's runs, then its small
+    size's under out-results/<folder>/), pairs = [(name at the first size, name at the second)]; a
+    table row per pair and size (non-embedding parameters, tokens per parameter, ref's gap to the
+    run with two of the larger sd, the verdict) and on ax the gap against tokens per parameter."""
+    md = [f'| {ref} against | non-embedding params | tokens per param | {unit} gap ({ref} - run) | verdict |',
+          '|---|---|---|---|---|']
+    for i, pair in enumerate(pairs):
+        pts = []
+        for (folder, rows), name in zip(both, pair):
+            by = {r['run']: r for r in rows}
+            r, q = by[name], by[ref]
+            out = run_dir(folder, name, r['seeds'][0])
+            non_emb = counts(out)[1]
+            tpp = tokens_seen(out) / non_emb
+            two_sd = 2 * max(r['sd'], q['sd'])
+            pts.append((tpp, q['mean'] - r['mean'], two_sd))
+            md.append(f"| {name} | {non_emb:,} | {tpp:.1f} | {q['mean'] - r['mean']:+.3f} +- {two_sd:.3f} | "
+                      f"{verdict(q, r)} |")
+        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts], marker='o', capsize=3,
+                    color=f'C{i}', label=pair[-1])
+    ax.axhline(0, color='k', lw=0.5)
+    ax.set(title=f'{ref} - run (two sd) against tokens per parameter', xlabel='tokens per non-embedding parameter',
+           ylabel=f'{unit} gap (< 0: {ref} lower)', xscale='log')
+    ax.legend(fontsize=8)
+    return md
+
+
 TEXTNCA_PAPER = {'staged (2, 8, 32)': '60.3 PPL', 'reversed (32, 8, 2)': '131.1', 'uniform (8, 8, 8)': '119.7',
                  'non-monotone (2, 32, 8)': '77.0', 'SWin-TF-Staged (2, 2, 8, 8, 32, 32)': '64.5',
                  'SWin-TF-6L (w = 32)': '63.2', 'Transformer-6L d96': '52.8 (35.5M)', 'Ts=2': '80.3', 'Ts=6': '73.9',
@@ -333,7 +367,8 @@ def textnca(seeds, iters):
     sweep = evaluate(run_dir('textnca', target, 1337), f'--sweep={knob}')
     schedule = [n for n in spec['runs'] if not n.startswith(('Ts=', 'staged, emb'))]
     ts_rows = ['Ts=2', ref, 'Ts=6', 'Ts=8']
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
+    small_rows, _ = report_runs('textnca-small', spec['small'], seeds, iters)
+    fig, (ax1, ax2, ax3, ax4) = plt.subplots(1, 4, figsize=(20, 4))
     for i, name in enumerate(schedule):   # the mean over seeds at each eval
         runs = curves[name]
         its = [it for it, _ in runs[0]]
@@ -359,6 +394,11 @@ def textnca(seeds, iters):
           "'holds': staged lower by more than two standard deviations; the paper column is its WikiText-103 PPL.",
           '', *rates_md(rows), '', 'Schedules and controls (Table 2, Table 3):', '']
     md += comparison('textnca', rows, curves, ref, schedule, TEXTNCA_PAPER)
+    md += ['', f"The headline pairs at a second size (d 48, {tokens_seen(run_dir('textnca-small', ref, 1337)):,} tokens; "
+               f"config/results/textnca/small.py, gpt_small.py), each run at its own rate:", '', *rates_md(small_rows), '']
+    swin = 'SWin-TF-Staged (2, 2, 8, 8, 32, 32)'
+    md += sizes('textnca', ref, [(swin, swin), ('Transformer-6L d96', 'Transformer-6L')],
+                [('textnca', rows), ('textnca-small', small_rows)], ax4)
     md += ['', 'From-scratch Ts sweep (Table 7; windows (2, 8, 32)):', '']
     md += comparison('textnca', rows, curves, ref, ts_rows, TEXTNCA_PAPER)
     lit = by['staged, emb_scale 1 (Eq. 1 literally)']
@@ -802,7 +842,8 @@ def fon(seeds, iters):
         ft_rows.append({'run': name, 'model': json.load(open(os.path.join(out, 'config.json')))['model'],
                         'losses': [loss], 'mean': loss, 'sd': float('nan'), 'seconds': secs})
 
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
+    small_rows, _ = report_runs('textnca-small', spec['small'], seeds, iters)
+    fig, (ax1, ax2, ax3, ax4) = plt.subplots(1, 4, figsize=(20, 4))
     for i, name in enumerate(ext_runs):
         ax1.plot(*zip(*curves[name][0]), 'o-', color=f'C{i}', ms=3, lw=1, label=name)
     ax1.axhline(UNIGRAM, color='gray', ls=':', label=f'unigram {UNIGRAM:.2f}')
