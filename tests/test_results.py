@@ -432,3 +432,15 @@ def test_the_second_size_sees_at_least_20_tokens_per_parameter():
         tokens = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps'] * cfg['max_iters']
         assert 20 <= tokens / non_emb < 30 and cfg['lr_decay_iters'] == cfg['max_iters'], (name, tokens / non_emb)
         assert cfg['out_dir'].startswith('out-results/textnca-small/')
+
+
+def test_a_tuned_run_s_stated_rate_is_its_config_s_and_its_floor_a_tenth():
+    # the config's own rate trains in the run's plain folder, so the stated rate must be the config's; every rate of
+    # the bracket then decays to a tenth of itself, as the config's does
+    specs = [s for p in results.PAPERS.values() for s in (p, p.get('small', {})) if 'tune' in s]
+    assert len(specs) == 4
+    for spec in specs:
+        for name, lr in spec['tune'].items():
+            cfg = models.resolve_config(spec['runs'][name])
+            assert cfg['learning_rate'] == lr and cfg['min_lr'] == pytest.approx(lr / 10), name
+        assert set(spec.get('tune_as', {}).values()) <= set(spec['tune'])

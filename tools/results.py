@@ -123,6 +123,8 @@ PAPERS = {
             'conditioned dense': [CFG + 'workspace/conditioned_dense.py'],
             'workspace': [CFG + 'workspace/workspace.py'],
         },
+        'tune': {name: 2e-3 for name in ('GPT 4L', 'fixed shared loop', 'adaptive exit', 'anchored shared loop',
+                                         'conditioned dense', 'workspace')},   # each at its own rate
     },
     'fon': {
         'claim': 'Table 2: at matched parameters FON reaches a lower loss than Mamba2 and the Transformer (paper: '
@@ -142,6 +144,7 @@ PAPERS = {
             # without holes OD runs no revision, as AR: one drafting-only pretraining serves both arms
             'FON AR/OD': [CFG + 'fon/fon.py', '--coupling=AR'],
         },
+        'tune': {name: 2e-3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')},   # Table 2's, each at its own rate
         # Table 5's arms, each hole fine-tuned from its own pretraining (name: the pretrained run it
         # starts from, what follows its arguments), read after each leg of the fine-tuning
         'finetune': {
@@ -728,10 +731,10 @@ def workspace(seeds, iters):
     ax2.set_xticks(range(len(rows)), [r['run'].replace(' ', '\n', 1) for r in rows], fontsize=7)
     ax2.set(title='whole val stream: each seed, mean +- sd', ylabel='bits / byte')
     out = run_dir('workspace', 'workspace', rows[-1]['seeds'][0])
-    md = [f"Recipe: the repo's CPU recipe (AdamW 2e-3 to 2e-4, cosine, warmup 100, batch 8 x 128, "
-          f"{tokens_seen(out):,} bytes), not the paper's. Seeds {', '.join(map(str, rows[0]['seeds']))} (the "
+    md = [f"Recipe: the repo's CPU recipe (AdamW at each run's own rate below, cosine to a tenth of it, warmup 100, "
+          f"batch 8 x 128, {tokens_seen(out):,} bytes), not the paper's. Seeds {', '.join(map(str, rows[0]['seeds']))} (the "
           "paper's labels). 'holds': the workspace lower by more than two standard deviations; at 2/3 beside the "
-          "end shows whether the ranking has settled.", '']
+          "end shows whether the ranking has settled.", '', *rates_md(rows, 'bits per byte'), '']
     md += comparison('workspace', rows, curves, 'workspace', list(spec['runs']), scale=1 / math.log(2))
     return rows, fig, '\n'.join(md)
 
