@@ -845,8 +845,7 @@ def fon(seeds, iters):
         ft_rows.append({'run': name, 'model': json.load(open(os.path.join(out, 'config.json')))['model'],
                         'losses': [loss], 'mean': loss, 'sd': float('nan'), 'seconds': secs})
 
-    small_rows, _ = report_runs('textnca-small', spec['small'], seeds, iters)
-    fig, (ax1, ax2, ax3, ax4) = plt.subplots(1, 4, figsize=(20, 4))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
     for i, name in enumerate(ext_runs):
         ax1.plot(*zip(*curves[name][0]), 'o-', color=f'C{i}', ms=3, lw=1, label=name)
     ax1.axhline(UNIGRAM, color='gray', ls=':', label=f'unigram {UNIGRAM:.2f}')
