@@ -444,3 +444,35 @@ def test_a_tuned_run_s_stated_rate_is_its_config_s_and_its_floor_a_tenth():
             cfg = models.resolve_config(spec['runs'][name])
             assert cfg['learning_rate'] == lr and cfg['min_lr'] == pytest.approx(lr / 10), name
         assert set(spec.get('tune_as', {}).values()) <= set(spec['tune'])
+
+
+def test_textnca_report_reads_every_run_where_it_trained(tmp_path, monkeypatch):
+    # made-up runs (nothing trains): TextNCA is best at twice its config's rate, so its ablations and Ts sweep train
+    # in rated folders, the GPTs at their config's; the report must read each row from its own folder
+    monkeypatch.chdir(tmp_path)
+
+    def train(args, out, seed, iters):
+        os.makedirs(out, exist_ok=True)
+        cfg = models.resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a
+                                     for a in args] + ['--vocab_size=65', f'--seed={seed}'])
+        json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
+        return 60.0
+
+    def evaluate(out, *a):
+        if a and a[0].startswith('--sweep='):
+            return {'values': [1, 2, 3, 4, 6], 'loss': [3.3, 2.5, 2.2, 2.0, 2.4]}
+        cfg = json.load(open(os.path.join(out, 'config.json')))
+        own = 4e-3 if cfg['model'] == 'textnca' else 2e-3
+        return {'loss': 2.0 + abs(math.log(cfg['learning_rate'] / own)) + 0.001 * (cfg['seed'] - 1337)}
+    monkeypatch.setattr(results, 'train', train)
+    monkeypatch.setattr(results, 'evaluate', evaluate)
+    monkeypatch.setattr(results, 'val_curve', lambda out: [(0, 4.0), (500, 2.5), (1000, 2.0)])
+    rows, fig, md = results.textnca(3, 0)
+    by = {r['run']: r for r in rows}
+    assert by['Ts=6']['dirs'] == [f'out-results/textnca/Ts_6_lr_0_004-s{s}' for s in (1337, 1338, 1339)]
+    assert by['Transformer-6L d96']['dirs'][0] == 'out-results/textnca/Transformer_6L_d96-s1337'
+    assert all(r['mean'] == pytest.approx(2.001) for r in rows if r['run'] not in ('Ts=8', 'staged, emb_scale 1 (Eq. 1 literally)'))
+    assert "staged (2, 8, 32): 0.001 3.386, 0.002 2.693, 0.004 2.000, 0.008 2.693 -> 0.004" in md
+    assert "At their model's rate: reversed (32, 8, 2) 0.004" in md
+    assert '| Transformer-6L | ' in md and '| +0.000 +- 0.002 | tie |' in md     # the second size's pair
+    results.plt.close(fig)

@@ -307,9 +307,15 @@ def report_runs(paper, spec, seeds, iters, metric='loss'):
         m, sd = mean_sd(losses)
         rows.append({'run': name, 'model': cfg['model'], 'seeds': ss, 'losses': losses, 'mean': m, 'sd': sd,
                      'seconds': sum(done[(name, lr, seed)][0] for seed in ss),
+                     'dirs': [run_dir(paper, rated(name, lr), seed) for seed in ss],
                      **({'lr': cfg['learning_rate']} if head(name) in best else {}),
                      **({'grid': {f'{r:g}': v for r, v in grids[name].items()}} if name in grids else {})})
     return rows, curves
+
+
+def first_dir(paper, row):
+    """The folder of a row's first seed (a tuned run's at its rate)."""
+    return row['dirs'][0] if 'dirs' in row else run_dir(paper, row['run'], row['seeds'][0])
 
 
 def rated(name, lr):
@@ -341,7 +347,7 @@ def sizes(paper, ref, pairs, both, ax, unit='val loss'):
         for (folder, rows), name in zip(both, pair):
             by = {r['run']: r for r in rows}
             r, q = by[name], by[ref]
-            out = run_dir(folder, name, r['seeds'][0])
+            out = first_dir(folder, r)
             non_emb = counts(out)[1]
             tpp = tokens_seen(out) / non_emb
             two_sd = 2 * max(r['sd'], q['sd'])
@@ -367,7 +373,8 @@ def textnca(seeds, iters):
     spec = PAPERS['textnca']
     rows, curves = report_runs('textnca', spec, seeds, iters)
     ref, (target, knob) = 'staged (2, 8, 32)', spec['sweep']
-    sweep = evaluate(run_dir('textnca', target, 1337), f'--sweep={knob}')
+    by = {r['run']: r for r in rows}
+    sweep = evaluate(by[target]['dirs'][0], f'--sweep={knob}')
     schedule = [n for n in spec['runs'] if not n.startswith(('Ts=', 'staged, emb'))]
     ts_rows = ['Ts=2', ref, 'Ts=6', 'Ts=8']
     small_rows, _ = report_runs('textnca-small', spec['small'], seeds, iters)
@@ -380,8 +387,7 @@ def textnca(seeds, iters):
     ax1.axhline(UNIGRAM, color='gray', ls=':', label=f'unigram {UNIGRAM:.2f}')
     ax1.set(title='val loss (eval set, mean of seeds)', xlabel='iteration', ylabel='nats / char', ylim=(1.7, 3.4))
     ax1.legend(fontsize=7)
-    by = {r['run']: r for r in rows}
-    ts = [json.load(open(os.path.join(run_dir('textnca', n, 1337), 'config.json')))['Ts'] for n in ts_rows]
+    ts = [json.load(open(os.path.join(by[n]['dirs'][0], 'config.json')))['Ts'] for n in ts_rows]
     for name, t in zip(ts_rows, ts):
         ax2.plot([t] * len(by[name]['losses']), by[name]['losses'], 'o', color='C0', ms=4)
     ax2.plot(ts, [by[n]['mean'] for n in ts_rows], '-', color='C0')
@@ -768,7 +774,7 @@ def comparison(paper, rows, curves, ref, names, paper_col=None, scale=1.0):
     md = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
     for name in names:
         r, q = by[name], by[ref]
-        pc, non_emb, fpt = counts(run_dir(paper, name, r['seeds'][0]))
+        pc, non_emb, fpt = counts(first_dir(paper, r))
         pts = [at_fraction(c) for c in curves[name]]
         gap = q['mean'] - r['mean']
         sd_txt = '' if math.isnan(r['sd']) else f" +- {r['sd']:.3f}"
