@@ -57,7 +57,7 @@ def fail(msg):
     else:
         # rank 0 exits first and torchrun then stops this rank: were this rank first, torchrun
         # could stop rank 0 before its line is out
-        time.sleep(30)
+        time.sleep(120)
     sys.exit(2)
 
 
