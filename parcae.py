@@ -351,8 +351,9 @@ class Parcae(nn.Module):
 
     @torch.compiler.disable  # host-side draws: traced, they were a graph broken at .tolist()
     def sample_depths(self, batch_size):
-        """Training depths T_i (Python ints): per sequence from a Poisson around mean_recurrence
-        clipped to [1, max_recurrence] (section 4.2), one per micro-batch, or fixed."""
+        """The training depths T_i, as Python ints. 'per_sequence' (section 4.2) draws each from a
+        Poisson with mean mean_recurrence, clipped to [1, max_recurrence]; 'per_batch' draws one
+        such depth for the whole micro-batch; 'fixed' gives every sequence mean_recurrence."""
         cfg = self.config
         if cfg.depth_sampling == 'fixed':
             return [cfg.mean_recurrence] * batch_size
@@ -518,9 +519,10 @@ class Parcae(nn.Module):
         return self.lm_head(self.ln_f(x))
 
     def forward(self, idx, targets=None, num_recur=None):
-        """num_recur: loop depth T. None: sampled per sequence when training, mean_recurrence in
-        eval. Given while training, every sequence runs T steps (gradient through the last
-        min(T, mean_backprop_depth))."""
+        """The logits, and the loss when targets are given. num_recur is the loop depth T. Without
+        it, training draws the depths (sample_depths) and eval runs mean_recurrence steps. With it,
+        every sequence runs T steps; in training the gradient still flows through the last
+        min(T, mean_backprop_depth) of them only."""
         cos, sin = rope_tables(idx.shape[1], self.config.head_dim, self.config.rope_base, idx.device)
         e = self._prelude(idx, cos, sin)
         # what the loop reads and never changes, computed here, inside the compiled graph
