@@ -99,11 +99,12 @@ class ParcaeConfig:
 
 def rope_tables(T, head_dim, base, device, offset=0):
     inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
-    freqs = torch.outer(torch.arange(offset, offset + T, device=device, dtype=torch.float32), inv_freq)
-    return freqs.cos(), freqs.sin()  # (T, head_dim / 2)
+    t = torch.arange(offset, offset + T, device=device, dtype=torch.float32)
+    freqs = torch.outer(t, inv_freq)
+    return freqs.cos(), freqs.sin()  # (T, head_dim/2)
 
 
-def apply_rope(x, cos, sin):  # x: (B, H, T, D); rotates the two halves
+def apply_rope(x, cos, sin):  # x: (B, H, T, D), rotate the two halves
     x1, x2 = x.float().chunk(2, dim=-1)
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).type_as(x)
 
@@ -261,16 +262,32 @@ INJECTIONS = {'diagonal': DiagonalInjection, 'linear': LinearInjection}
 
 # ----------------------------------------------------------------------------- Parcae
 
+# The loop runs eagerly and calls the compiled recurrent block once a step; these helpers run
+# eagerly too (compiler.disable: a function called from the loop would otherwise compile on its own).
+
+@torch.compiler.disable
+def mark_batch_dynamic(*tensors):
+    """Marks the batch dimension dynamic, so that one compiled graph of the recurrent block serves
+    every batch and prefix size (torch.compile keeps size 1 apart)."""
+    for t in tensors:
+        if t is not None and t.shape[0] > 1:
+            torch._dynamo.maybe_mark_dynamic(t, 0)  # torch 2.13 has no public form of it
+
+
 @torch.compiler.disable
 def running(m, h, u, ves):
-    """The first m rows (the sequences still looping), batch size marked dynamic: one compiled
-    graph of the recurrent block serves every prefix size (torch.compile keeps size 1 apart)."""
-    rows = [h[:m], u[:m]] + [None if v is None else v[:m] for v in ves]
-    if m > 1:
-        for r in rows:
-            if r is not None:
-                torch._dynamo.maybe_mark_dynamic(r, 0)  # torch 2.13 has no public form of it
-    return rows[0], rows[1], rows[2:]
+    """The first m rows of the state, the input term and the value embeddings: the sequences still
+    looping when the batch is sorted by depth."""
+    h, u, ves = h[:m], u[:m], [None if v is None else v[:m] for v in ves]
+    mark_batch_dynamic(h, u, *ves)
+    return h, u, ves
+
+
+@torch.compiler.disable
+def detached(u, A_bar, ves):
+    """The loop constants without their autograd history: the no-grad steps of a training forward
+    then share their compiled graphs with eval's no-grad forward."""
+    return u.detach(), None if A_bar is None else A_bar.detach(), [None if v is None else v.detach() for v in ves]
 
 
 class Parcae(nn.Module):
@@ -334,8 +351,9 @@ class Parcae(nn.Module):
 
     @torch.compiler.disable  # host-side draws: traced, they were a graph broken at .tolist()
     def sample_depths(self, batch_size):
-        """Training depths T_i (Python ints): per sequence from a Poisson around mean_recurrence
-        clipped to [1, max_recurrence] (section 4.2), one per micro-batch, or fixed."""
+        """The training depths T_i, as Python ints. 'per_sequence' (section 4.2) draws each from a
+        Poisson with mean mean_recurrence, clipped to [1, max_recurrence]; 'per_batch' draws one
+        such depth for the whole micro-batch; 'fixed' gives every sequence mean_recurrence."""
         cfg = self.config
         if cfg.depth_sampling == 'fixed':
             return [cfg.mean_recurrence] * batch_size
@@ -375,7 +393,7 @@ class Parcae(nn.Module):
         at its own depth T = depths[b] (an int: every sequence), the first T - k steps without
         gradient, k = min(T, backprop_depth) (None: all T), and the injection as the paper writes
         it, A_bar h + B_bar e = exp(-Delta A) h + Delta B e. h0 None: _initial_state's.
-        _recur below runs the same loop batched: sorted by depth, each step on the running prefix."""
+        _loop below runs the same loop batched at one depth, _loop_per_sequence at per-sequence depths."""
         cfg = self.config
         B, L = idx.shape
         depths = [depths] * B if isinstance(depths, int) else depths
@@ -410,54 +428,76 @@ class Parcae(nn.Module):
         return torch.cat(logits)
 
     @torch.compiler.disable(recursive=False)  # the loop runs eagerly; the blocks it calls compile
-    def _recur(self, u, ves, A_bar, cos, sin, num_recur):
-        """Runs the loop from the input term u = B_bar e (B, T, d) and the recurrent layers' value
-        embeddings; returns h_T in the batch's order."""
-        cfg, B = self.config, u.shape[0]
-        train = self.training
-        if train:
-            T_i = self.sample_depths(B) if num_recur is None else [num_recur] * B
-            k_i = [min(t, cfg.mean_backprop_depth) for t in T_i]
-        else:  # eval: fixed depth, ordinary autograd through every step
-            T_i = [cfg.mean_recurrence if num_recur is None else num_recur] * B
-            k_i = T_i
-        depths, perm = T_i, None
-        if len(set(T_i)) > 1:  # sort by depth so the running sequences are always a prefix
-            order = sorted(range(B), key=lambda i: -T_i[i])
-            T_i, k_i = [T_i[i] for i in order], [k_i[i] for i in order]
-            # pinned and non-blocking: a pageable copy would wait for the device's queue every forward
-            perm = torch.tensor(order, pin_memory=u.is_cuda).to(u.device, non_blocking=True)
-            u, ves = u[perm], [None if v is None else v[perm] for v in ves]
-        n_i = [t - k for t, k in zip(T_i, k_i)]
-        h = self._initial_state(B, u.shape[1], u.device).to(u.dtype)
+    def _loop(self, h, u, A_bar, ves, cos, sin, T, k):
+        """The paper's loop for a batch at one depth T (sec. 4.1 eq. 3): h_{t+1} = R(A_bar h_t +
+        B_bar e) for t < T, from h = h_0 and the input term u = B_bar e. The first T - k steps run
+        without gradient (truncated backprop, sec. 4.2). Returns h_T and h_{T-1}."""
+        with torch.no_grad():
+            u_ng, A_ng, ves_ng = detached(u, A_bar, ves)
+            for _ in range(T - k):
+                mark_batch_dynamic(h, u_ng, *ves_ng)
+                h = self._step(h, u_ng, A_ng, ves_ng, cos, sin)
+        for _ in range(k):
+            mark_batch_dynamic(h, u, *ves)
+            h, h_prev = self._step(h, u, A_bar, ves, cos, sin), h
+        return h, h_prev.detach()
 
-        if max(n_i) > 0:  # the first T - k steps: no gradient (truncated backprop, sec. 2.1)
+    @torch.compiler.disable(recursive=False)
+    def _loop_per_sequence(self, h, u, A_bar, ves, cos, sin, T_i, k_i):
+        """_loop's fast form for per-sequence depths: the batch comes sorted by depth (T_i
+        descending), sequence i runs T_i steps, the first T_i - k_i without gradient. The sequences
+        still looping are then a prefix, and each step runs R on that prefix alone (sum_i T_i block
+        applications, no masking). Returns h_T and h_{T-1} in the sorted order."""
+        B, n_i = len(T_i), [t - k for t, k in zip(T_i, k_i)]
+        if max(n_i) > 0:
             with torch.no_grad():
                 h_ng = h.detach().clone()
-                # detached inputs: these steps share their compiled graphs with eval's no-grad forward
-                u_ng, A_ng = u.detach(), None if A_bar is None else A_bar.detach()
-                ves_ng = [None if v is None else v.detach() for v in ves]
+                u_ng, A_ng, ves_ng = detached(u, A_bar, ves)
                 for s in range(max(n_i)):
                     m = sum(n > s for n in n_i)
                     h_m, u_m, ves_m = running(m, h_ng, u_ng, ves_ng)
                     h_ng[:m] = self._step(h_m, u_m, A_ng, ves_m, cos, sin)
             m = sum(n > 0 for n in n_i)
             h = h_ng if m == B else torch.cat([h_ng[:m], h[m:]])
-        h_prev = h.detach().clone() if train else None
-        for s in range(max(k_i)):  # the last k steps, with gradient
+        h_prev = h.detach().clone()
+        for s in range(max(k_i)):
             m = sum(k > s for k in k_i)
-            if train:
-                h_prev[:m] = h[:m].detach()
+            h_prev[:m] = h[:m].detach()
             h_m, u_m, ves_m = running(m, h, u, ves)
             new = self._step(h_m, u_m, A_bar, ves_m, cos, sin)
             h = new if m == B else torch.cat([new, h[m:]])
-        if train:  # paper A.2: recurrent residual ||h_T - h_{T-1}|| and state norm ||h_T||
+        return h, h_prev
+
+    @torch.compiler.disable(recursive=False)
+    def _recur(self, u, ves, A_bar, cos, sin, num_recur):
+        """Draws the depths and runs the loop from the input term u = B_bar e (B, L, d) and the
+        recurrent layers' value embeddings; returns h_T in the batch's order. A batch at one depth
+        (eval, a given num_recur, fixed or per-batch sampling) runs _loop; per-sequence depths run
+        _loop_per_sequence on the batch sorted by depth."""
+        cfg, B = self.config, u.shape[0]
+        if self.training:
+            depths = self.sample_depths(B) if num_recur is None else [num_recur] * B
+            k_i = [min(t, cfg.mean_backprop_depth) for t in depths]
+        else:  # eval: fixed depth, ordinary autograd through every step
+            depths = [cfg.mean_recurrence if num_recur is None else num_recur] * B
+            k_i = depths
+        perm = None
+        if len(set(depths)) == 1:
+            h0 = self._initial_state(B, u.shape[1], u.device).to(u.dtype)
+            h, h_prev = self._loop(h0, u, A_bar, ves, cos, sin, depths[0], k_i[0])
+        else:
+            order = sorted(range(B), key=lambda i: -depths[i])
+            # pinned and non-blocking: a pageable copy would wait for the device's queue every forward
+            perm = torch.tensor(order, pin_memory=u.is_cuda).to(u.device, non_blocking=True)
+            u, ves = u[perm], [None if v is None else v[perm] for v in ves]
+            h0 = self._initial_state(B, u.shape[1], u.device).to(u.dtype)  # i.i.d. rows, taken in the sorted order
+            h, h_prev = self._loop_per_sequence(h0, u, A_bar, ves, cos, sin, [depths[i] for i in order],
+                                                [k_i[i] for i in order])
+        if self.training:  # paper A.2: recurrent residual ||h_T - h_{T-1}|| and state norm ||h_T||
             hd = h.detach().float()
             self._stats = {'recurrent_residual': (hd - h_prev.float()).norm(dim=-1).mean(),
                            'state_norm': hd.norm(dim=-1).mean(), 'depths': depths}
-        if perm is not None:
-            h = h[torch.argsort(perm)]
-        return h
+        return h if perm is None else h[torch.argsort(perm)]
 
     # --- the model ---------------------------------------------------------------------------
 
@@ -479,9 +519,10 @@ class Parcae(nn.Module):
         return self.lm_head(self.ln_f(x))
 
     def forward(self, idx, targets=None, num_recur=None):
-        """num_recur: loop depth T. None: sampled per sequence when training, mean_recurrence in
-        eval. Given while training, every sequence runs T steps (gradient through the last
-        min(T, mean_backprop_depth))."""
+        """The logits, and the loss when targets are given. num_recur is the loop depth T. Without
+        it, training draws the depths (sample_depths) and eval runs mean_recurrence steps. With it,
+        every sequence runs T steps; in training the gradient still flows through the last
+        min(T, mean_backprop_depth) of them only."""
         cos, sin = rope_tables(idx.shape[1], self.config.head_dim, self.config.rope_base, idx.device)
         e = self._prelude(idx, cos, sin)
         # what the loop reads and never changes, computed here, inside the compiled graph

@@ -221,86 +221,117 @@ def sample_device(device, trained):
     return best_device(), None
 
 
+def load_model(args):
+    """The run's model, moved to the device it samples on (args['device'] becomes that device), its
+    checkpoint, and the autocast context of args['dtype'] there."""
+    model, ckpt = load_checkpoint(args['out_dir'], 'cpu')
+    args['device'], note = sample_device(args['device'], ckpt['config'].get('device'))
+    if note:
+        print(note, file=sys.stderr)
+    args['device'], _, autocast = resolve_device(args['device'], args['dtype'])
+    model.to(args['device'])
+    return model, ckpt, autocast
+
+
+def check_model(model, ckpt, knobs, args):
+    """Stops with one line where the knobs are not the model's, a depth is above max_depth, or the
+    run is a bidirectional encoder, which sample.py cannot read causally."""
+    bad = [k for k in knobs if k not in knob_names(model)]
+    if bad:
+        raise ConfigError(f"unknown key(s) {', '.join(bad)}: neither a sample.py key ({', '.join(DEFAULTS)}) "
+                          f"nor a knob of the {ckpt['model_name']} model ({', '.join(knob_names(model)) or 'none'})")
+    check_knobs(knobs)
+    check_depth(knobs, args['max_depth'])
+    if ckpt['config'].get('causal', True) is False:
+        raise ConfigError(f"{args['out_dir']} was trained with causal=False, a bidirectional encoder and never a "
+                          f"generator, and sample.py reads causally: fill its holes with "
+                          f"python -m tools.eval --out_dir={args['out_dir']} --battery=True")
+
+
+def read_tokenizer(model, ckpt, out_dir):
+    """(meta, encode, decode) of the checkpoint's tokenizer; encode stops with one line on text the
+    tokenizer cannot encode or ids the model has no row for."""
+    meta = ckpt.get('meta')
+    if not isinstance(meta, dict) or 'tokenizer' not in meta:
+        raise ConfigError(f"the checkpoint in {out_dir} carries no tokenizer (meta['tokenizer']): "
+                          f"it was trained on data whose meta.json does not name one")
+    if tokenizer_problem(meta):
+        raise ConfigError(f"the checkpoint in {out_dir} cannot decode: its meta {tokenizer_problem(meta)}")
+    encode_raw, decode = get_tokenizer(meta)
+
+    def encode(text):  # characters outside a char vocabulary: one line, not a traceback
+        try:
+            ids = encode_raw(text)
+        except ValueError as e:
+            raise ConfigError(f"the prompt cannot be encoded with the {meta['tokenizer']} tokenizer: {e}")
+        return check_ids(ids, model, meta, decode)
+    return meta, encode, decode
+
+
+def read_start(start):
+    """The prompt: --start itself, or the text of the file FILE:path names."""
+    if start.startswith('FILE:'):
+        path = start[5:]
+        if not os.path.exists(path):   # a pipe such as /dev/stdin is read as a file
+            raise ConfigError(f"prompt file not found: {path}")
+        if os.path.isdir(path):
+            raise ConfigError(f"prompt file not found: {path} is a folder")
+        try:
+            start = open(path, encoding='utf-8').read()
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"prompt file {path} is not UTF-8 text ({e.reason} at byte {e.start})")
+    return start
+
+
+def infill(model, ckpt, meta, encode, decode, start, args, g, knobs):
+    """Prints --num_samples infills of the MASK markers in start: through the model's holes where
+    its forward takes them (FON), else one span ranked by likelihood."""
+    dev = args['device']
+    parts = start.split(args['mask'])
+    if len(parts) < 2:
+        raise ConfigError(f"--infill needs the marker {args['mask']!r} in --start")
+    if 'holes' in knob_names(model):
+        mask_id = ckpt['config'].get('mask_id')
+        mask_id = meta.get('mask_id', meta['vocab_size']) if mask_id is None else mask_id
+        if mask_id >= model.config.vocab_size:
+            raise ConfigError(f"the model has {model.config.vocab_size} embedding rows, no row for the MASK id "
+                              f"{mask_id}, and a fine-tune cannot add one: train with holes from the start "
+                              f"(train.py --p_fill=0.5 sizes the vocabulary for the MASK id)")
+        for _ in range(args['num_samples']):
+            print(infill_holes(model, encode, decode, parts, mask_id, args, g, knobs, dev))
+            print('---------------')
+        return
+    if len(parts) > 2:
+        raise ConfigError("a causal model fills one span: put exactly one marker in --start")
+    for lp, span in infill_causal(model, encode, decode, parts[0], parts[1], args, g, knobs, dev)[:args['num_samples']]:
+        print(f"{lp:9.3f}  {parts[0]}{span}{parts[1]}")
+        print('---------------')
+
+
 def main(argv):
     knobs = {}
     try:
         given = parse_args(argv)
         args = {**DEFAULTS, **check(given.pick(DEFAULTS), DEFAULTS)}
         check_args(args)
-        model, ckpt = load_checkpoint(args['out_dir'], 'cpu')
-        args['device'], note = sample_device(args['device'], ckpt['config'].get('device'))
-        if note:
-            print(note, file=sys.stderr)
-        args['device'], _, autocast = resolve_device(args['device'], args['dtype'])
-        model.to(args['device'])
+        model, ckpt, autocast = load_model(args)
         knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
-        bad = [k for k in knobs if k not in knob_names(model)]
-        if bad:
-            raise ConfigError(f"unknown key(s) {', '.join(bad)}: neither a sample.py key ({', '.join(DEFAULTS)}) "
-                              f"nor a knob of the {ckpt['model_name']} model ({', '.join(knob_names(model)) or 'none'})")
-        check_knobs(knobs)
-        check_depth(knobs, args['max_depth'])
-        if ckpt['config'].get('causal', True) is False:
-            raise ConfigError(f"{args['out_dir']} was trained with causal=False, a bidirectional encoder and never a "
-                              f"generator, and sample.py reads causally: fill its holes with "
-                              f"python -m tools.eval --out_dir={args['out_dir']} --battery=True")
-        meta = ckpt.get('meta')
-        if not isinstance(meta, dict) or 'tokenizer' not in meta:
-            raise ConfigError(f"the checkpoint in {args['out_dir']} carries no tokenizer (meta['tokenizer']): "
-                              f"it was trained on data whose meta.json does not name one")
-        if tokenizer_problem(meta):
-            raise ConfigError(f"the checkpoint in {args['out_dir']} cannot decode: its meta {tokenizer_problem(meta)}")
-        encode_raw, decode = get_tokenizer(meta)
-
-        def encode(text):  # characters outside a char vocabulary: one line, not a traceback
-            try:
-                ids = encode_raw(text)
-            except ValueError as e:
-                raise ConfigError(f"the prompt cannot be encoded with the {meta['tokenizer']} tokenizer: {e}")
-            return check_ids(ids, model, meta, decode)
-        start = args['start']
-        if start.startswith('FILE:'):
-            path = start[5:]
-            if not os.path.exists(path):   # a pipe such as /dev/stdin is read as a file
-                raise ConfigError(f"prompt file not found: {path}")
-            if os.path.isdir(path):
-                raise ConfigError(f"prompt file not found: {path} is a folder")
-            try:
-                start = open(path, encoding='utf-8').read()
-            except UnicodeDecodeError as e:
-                raise ConfigError(f"prompt file {path} is not UTF-8 text ({e.reason} at byte {e.start})")
+        check_model(model, ckpt, knobs, args)
+        meta, encode, decode = read_tokenizer(model, ckpt, args['out_dir'])
+        start = read_start(args['start'])
         model.eval()
         if args['compile']:
             model.compile()
         autocast.__enter__()   # every forward and decode step from here on, as nanoGPT's `with ctx:`; the process ends after
         g = torch.Generator(args['device']).manual_seed(args['seed'])
         torch.manual_seed(args['seed'])
-        dev = args['device']
         if args['infill']:
-            parts = start.split(args['mask'])
-            if len(parts) < 2:
-                raise ConfigError(f"--infill needs the marker {args['mask']!r} in --start")
-            if 'holes' in knob_names(model):
-                mask_id = ckpt['config'].get('mask_id')
-                mask_id = meta.get('mask_id', meta['vocab_size']) if mask_id is None else mask_id
-                if mask_id >= model.config.vocab_size:
-                    raise ConfigError(f"the model has {model.config.vocab_size} embedding rows, no row for the MASK id "
-                                      f"{mask_id}, and a fine-tune cannot add one: train with holes from the start "
-                                      f"(train.py --p_fill=0.5 sizes the vocabulary for the MASK id)")
-                for _ in range(args['num_samples']):
-                    print(infill_holes(model, encode, decode, parts, mask_id, args, g, knobs, dev))
-                    print('---------------')
-                return
-            if len(parts) > 2:
-                raise ConfigError("a causal model fills one span: put exactly one marker in --start")
-            for lp, span in infill_causal(model, encode, decode, parts[0], parts[1], args, g, knobs, dev)[:args['num_samples']]:
-                print(f"{lp:9.3f}  {parts[0]}{span}{parts[1]}")
-                print('---------------')
+            infill(model, ckpt, meta, encode, decode, start, args, g, knobs)
             return
         ids = encode(start)
         if not ids:
             raise ConfigError("--start encodes to no tokens")
-        idx = torch.tensor([ids] * args['num_samples'], device=dev)
+        idx = torch.tensor([ids] * args['num_samples'], device=args['device'])
         out = generate(model, idx, args['max_new_tokens'], args['temperature'], args['top_k'], g, knobs)
         for row in out:
             print(decode(row.tolist()))

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from configurator import parse_args
-from parcae import Parcae, ParcaeConfig
+from parcae import Parcae, ParcaeConfig, rope_tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -236,6 +236,32 @@ def test_depths_differ_inside_one_batch_and_each_sequence_runs_its_own_depth():
     with torch.no_grad():
         for i, T in enumerate(depths):
             torch.testing.assert_close(logits[i:i + 1], m(idx[i:i + 1], num_recur=T)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_plain_loop_and_its_per_sequence_form_agree():
+    # at one depth for every sequence the fast form runs _loop's steps on the same tensors: the
+    # same numbers, h_T, h_{T-1} and gradients, to the bit; at per-sequence depths each row is
+    # that row's own plain loop (up to the rounding of a batched matmul, as above)
+    m = randomized(tiny(mean_recurrence=5, mean_backprop_depth=2)).train()
+    idx = torch.randint(0, 64, (3, 12))
+    cos, sin = rope_tables(12, m.config.head_dim, m.config.rope_base, idx.device)
+    A_bar, u = m.injection.loop_constants(m._prelude(idx, cos, sin))
+    ves = [m._value_embed(m.config.n_prelude + i, idx) for i in range(m.config.n_recur_layers)]
+    h0 = torch.randn(3, 12, 64) * m.std
+    for T, k in ((5, 2), (2, 2), (1, 1)):
+        plain = m._loop(h0, u, A_bar, ves, cos, sin, T, k)
+        grad_plain = torch.autograd.grad(plain[0].square().sum(), m.injection.B, retain_graph=True)[0]
+        fast = m._loop_per_sequence(h0, u, A_bar, ves, cos, sin, [T] * 3, [k] * 3)
+        grad_fast = torch.autograd.grad(fast[0].square().sum(), m.injection.B, retain_graph=True)[0]
+        assert torch.equal(plain[0], fast[0]) and torch.equal(plain[1], fast[1]), (T, k)
+        assert torch.equal(grad_plain, grad_fast) and grad_plain.abs().max() > 0, (T, k)
+    T_i = [5, 3, 1]
+    h, h_prev = m._loop_per_sequence(h0, u, A_bar, ves, cos, sin, T_i, [min(t, 2) for t in T_i])
+    for i, T in enumerate(T_i):
+        row = m._loop(h0[i:i + 1], u[i:i + 1], A_bar, [None if v is None else v[i:i + 1] for v in ves],
+                  cos, sin, T, min(T, 2))
+        torch.testing.assert_close(h[i:i + 1], row[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(h_prev[i:i + 1], row[1], atol=1e-5, rtol=1e-5)
 
 
 def test_compiled_training_step_breaks_only_at_the_loop_and_equals_eager():

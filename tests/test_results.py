@@ -30,6 +30,12 @@ def test_every_run_is_a_config_file_and_its_sweep_values():
         assert all(args[0].startswith('config/') for args in spec['runs'].values())
 
 
+def test_every_paper_has_its_function():
+    # main() runs PAPER_FUNCTIONS[paper] for a name it checked against PAPERS: the two name the same papers
+    assert list(results.PAPER_FUNCTIONS) == list(results.PAPERS)
+    assert all(f.__name__ == paper for paper, f in results.PAPER_FUNCTIONS.items())
+
+
 def test_parcae_table_2_runs_are_matched_and_differ_only_where_the_paper_says():
     runs = results.PAPERS['parcae']['runs']
     for lr in results.PARCAE_ADAM_LRS:

@@ -106,7 +106,8 @@ TINY_SHAPE = {'n_embd': 32, 'n_head': 2, 'head_dim': 16, 'd_ff': 64, 'slot_dim':
 
 # ----------------------------------------------------------------------------- model configs
 def tiny(cfg):
-    """cfg at TINY_SHAPE where the model has the field; its structure (depth, windows, loop) kept."""
+    """cfg with TINY_SHAPE's values for the fields the model has. The model's structure (its depth,
+    windows and loop) stays as the config sets it."""
     fields = model_fields(cfg['model'])
     return {**cfg, **{k: v for k, v in TINY_SHAPE.items() if k in fields or k in ('vocab_size', 'block_size', 'batch_size')}}
 
@@ -117,7 +118,8 @@ def params_of(name, cfg):
 
 
 def structure(name, opt):
-    """Per-model structure at the shared shape (everything else: the model's defaults)."""
+    """The settings that give a model its structure at the shared shape (for Parcae, how the depth
+    splits into prelude, recurrent block and coda); everything else keeps the model's defaults."""
     L = opt['n_layer']
     if name == 'parcae':
         p = max(1, L // 3)
@@ -126,7 +128,8 @@ def structure(name, opt):
 
 
 def size_to(name, cfg, target, step):
-    """The width (a multiple of step) whose count comes closest to target, then refine()."""
+    """Sizes a model to `target` parameters: the width (a multiple of step) whose count comes
+    closest, then refine() for the exact count."""
     fields = model_fields(name)
     if 'n_embd' not in fields:
         return cfg
@@ -249,7 +252,8 @@ def storage_bytes(obj, seen=None):
 
 
 def cpu_step_bytes(model, opts, loss_fn):
-    """Parameters + gradients + optimizer state + tensors saved for backward (see the docstring)."""
+    """The bytes one CPU training step keeps alive: parameters, gradients, optimizer state and the
+    tensors autograd saves for backward (the module docstring says what this leaves out)."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     saved = {}
 
@@ -274,9 +278,10 @@ def cpu_step_bytes(model, opts, loss_fn):
 
 
 def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak, go=lambda: None, detail=False):
-    """Training steps of one model: `warmup` (with compile: mostly compilation), then go() (the GPU
-    check lets one model measure at a time), then `iters` timed. detail: each optimizer's step timed
-    on its own and one profiled step for the attention kernel (the GPU check's extra columns)."""
+    """Times the training steps of one model. It runs `warmup` steps first (with compile, mostly
+    compilation), then calls go() (the GPU check lets one model measure at a time), then times `iters`
+    steps. detail: each optimizer's step is also timed on its own, and one profiled step names the
+    attention kernel (the GPU check's extra columns). Returns the model's record."""
     device_type = 'cuda' if dev.startswith('cuda') else 'cpu'
     sync = torch.cuda.synchronize if device_type == 'cuda' else (lambda: None)
     torch.manual_seed(opt['seed'])
@@ -294,37 +299,8 @@ def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak, go=lambda: None, detail
             return m(x, y)[1]
 
     def step():
-        loss = loss_fn()
-        loss.backward()
-        opt_s = []
-        for o in opts:
-            if detail:
-                sync()
-            t0 = time.perf_counter()
-            o.step()
-            if detail:
-                sync()
-            opt_s.append(time.perf_counter() - t0)
-            o.zero_grad(set_to_none=True)
-        return loss.detach(), opt_s
-    t0 = time.perf_counter()
-    for _ in range(opt['warmup']):
-        step()
-    sync()
-    warmup_s = time.perf_counter() - t0
-    if device_type == 'cuda':
-        torch.cuda.empty_cache()   # a model that waits for go() holds its weights, not its peak
-    go()
-    if device_type == 'cuda':
-        torch.cuda.reset_peak_memory_stats(dev)
-    times, opt_times = [], []
-    for _ in range(opt['iters']):
-        sync()
-        t0 = time.perf_counter()
-        loss, opt_s = step()
-        sync()
-        times.append(time.perf_counter() - t0)
-        opt_times.append(opt_s)
+        return train_step(loss_fn, opts, sync if detail else (lambda: None))
+    warmup_s, times, opt_times, loss = time_steps(step, opt, dev, sync, go)
     if device_type == 'cuda':
         mem = torch.cuda.max_memory_allocated(dev)
     else:
@@ -346,6 +322,48 @@ def bench_train(name, cfg, opt, dev, ptdtype, ctx, peak, go=lambda: None, detail
     if device_type == 'cuda':
         torch.cuda.empty_cache()
     return rec
+
+
+def train_step(loss_fn, opts, sync):
+    """One training step: forward, backward, then each optimizer's step and zero_grad. Returns the
+    loss and each optimizer step's seconds (sync() before and after each, to time it on its own)."""
+    loss = loss_fn()
+    loss.backward()
+    opt_s = []
+    for o in opts:
+        sync()
+        t0 = time.perf_counter()
+        o.step()
+        sync()
+        opt_s.append(time.perf_counter() - t0)
+        o.zero_grad(set_to_none=True)
+    return loss.detach(), opt_s
+
+
+def time_steps(step, opt, dev, sync, go):
+    """`warmup` steps, go(), then `iters` timed steps (CUDA's peak memory counted over those alone).
+    Returns the warmup's seconds, each timed step's seconds and its optimizers' seconds, and the
+    last loss."""
+    cuda = dev.startswith('cuda')
+    t0 = time.perf_counter()
+    for _ in range(opt['warmup']):
+        step()
+    sync()
+    warmup_s = time.perf_counter() - t0
+    if cuda:
+        torch.cuda.empty_cache()   # a model that waits for go() holds its weights, not its peak
+    go()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
+    times, opt_times = [], []
+    for _ in range(opt['iters']):
+        sync()
+        t0 = time.perf_counter()
+        loss, opt_s = step()
+        sync()
+        times.append(time.perf_counter() - t0)
+        opt_times.append(opt_s)
+    return warmup_s, times, opt_times, loss
 
 
 @torch.no_grad()
@@ -603,7 +621,9 @@ def gpu_check(paths, opt, dev):
 
 # ----------------------------------------------------------------------------- main
 def split_argv(argv):
-    """Config files (positional), --key value for models / json, --json= alias."""
+    """Splits the command line into the config files (the positional arguments) and --key=value
+    options. --models, --json and --contexts may take their value after a space, --decode,
+    --compile and --gpu_check alone mean True, and --json is short for --json_path."""
     files, args, i = [], [], 0
     while i < len(argv):
         a = argv[i]
@@ -627,27 +647,34 @@ def table(rows, cols):
     return '\n'.join(lines)
 
 
+def read_options(argv):
+    """The config files and the checked options of a command line, the device (dev, ptdtype, ctx)
+    and the decode contexts up to max_context; ConfigError where they do not fit together."""
+    files, args = split_argv(argv)
+    given = parse_args(args)
+    opt = {**DEFAULTS, **check(given, DEFAULTS)}
+    if opt['models'] and files:
+        raise ConfigError("give either --models or config files, not both")
+    for k in ('batch_size', 'block_size', 'max_context'):
+        if opt[k] is not None and (not isinstance(opt[k], int) or isinstance(opt[k], bool) or opt[k] < 1):
+            raise ConfigError(f"{k} must be a positive integer" + (" (None: 8192 on CUDA, 2048 on CPU)"
+                              if k == 'max_context' else "") + f", got {opt[k]!r}")
+    if opt['json_path'] and os.path.isdir(opt['json_path']):
+        raise ConfigError(f"--json={opt['json_path']} is a folder; name a file for the records")
+    device = resolve_device(opt['device'], opt['dtype'])
+    cap = opt['max_context'] or (8192 if device[0].startswith('cuda') else 2048)
+    if isinstance(opt['contexts'], int):   # --contexts=1024: one length
+        opt['contexts'] = (opt['contexts'],)
+    lengths = [int(L) for L in opt['contexts'] if int(L) <= cap]
+    if opt['decode'] and not lengths:
+        raise ConfigError(f"no context of contexts={opt['contexts']} is <= max_context={cap}: "
+                          f"pass --contexts={cap} or raise --max_context")
+    return files, opt, device, lengths
+
+
 def main(argv):
     try:
-        files, args = split_argv(argv)
-        given = parse_args(args)
-        opt = {**DEFAULTS, **check(given, DEFAULTS)}
-        if opt['models'] and files:
-            raise ConfigError("give either --models or config files, not both")
-        for k in ('batch_size', 'block_size', 'max_context'):
-            if opt[k] is not None and (not isinstance(opt[k], int) or isinstance(opt[k], bool) or opt[k] < 1):
-                raise ConfigError(f"{k} must be a positive integer" + (" (None: 8192 on CUDA, 2048 on CPU)"
-                                  if k == 'max_context' else "") + f", got {opt[k]!r}")
-        if opt['json_path'] and os.path.isdir(opt['json_path']):
-            raise ConfigError(f"--json={opt['json_path']} is a folder; name a file for the records")
-        dev, ptdtype, ctx = resolve_device(opt['device'], opt['dtype'])
-        cap = opt['max_context'] or (8192 if dev.startswith('cuda') else 2048)
-        if isinstance(opt['contexts'], int):   # --contexts=1024: one length
-            opt['contexts'] = (opt['contexts'],)
-        lengths = [int(L) for L in opt['contexts'] if int(L) <= cap]
-        if opt['decode'] and not lengths:
-            raise ConfigError(f"no context of contexts={opt['contexts']} is <= max_context={cap}: "
-                              f"pass --contexts={cap} or raise --max_context")
+        files, opt, (dev, ptdtype, ctx), lengths = read_options(argv)
         if opt['gpu_check_worker']:
             return check_worker(opt['gpu_check_worker'], opt)
         if opt['gpu_check']:
@@ -663,49 +690,61 @@ def main(argv):
     dname = torch.cuda.get_device_name(dev) if dev.startswith('cuda') else 'CPU'
     print(f"device {dev} ({dname}), dtype {str(ptdtype).split('.')[-1]}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
-
     if opt['decode']:
-        records = []
-        for name, cfg in configs:
-            cls, _ = model_classes(cfg['model'])
-            if not hasattr(cls, 'decode_step'):
-                print(f"{name}: no decode_step, skipped", file=sys.stderr)
-                continue
-            try:
-                records += bench_decode(name, cfg, opt, dev, ctx, lengths)
-            except (ValueError, RuntimeError) as e:
-                print(f"{name}: decode failed: {str(e).splitlines()[0]}", file=sys.stderr)
-        print(table(records, [('model', lambda r: r['model']), ('params', lambda r: f"{r['params'] / 1e6:.2f}M"),
-                              ('context', lambda r: str(r['context'])),
-                              ('ms/token', lambda r: f"{r['ms_per_token']:.2f}"),
-                              ('state MB', lambda r: f"{r['state_mb']:.2f}")]))
+        records = decode_all(configs, opt, dev, ctx, lengths)
     else:
-        peak = peak_flops(dev, ptdtype)
-        records = []
-        for name, cfg in configs:
-            records.append(bench_train(name, cfg, opt, dev, ptdtype, ctx, peak))
-            print(f"{name}: {records[-1]['ms_per_step']:.1f} ms/step", file=sys.stderr)
-        ref = next((r for r in records if r['model'] == 'gpt' and not files), records[0])
-        for r in records:
-            r['ratio'] = r['ms_per_step'] / ref['ms_per_step']
-            r['flops_ratio'] = r['flops_per_token'] / ref['flops_per_token']
-            r['reference'] = ref['model']
-            r['mem_method'] = 'cuda max_memory_allocated' if dev.startswith('cuda') else \
-                'params + grads + optimizer state + saved activations'
-            r['peak_flops'] = peak
-        B, T = records[0]['batch_size'], records[0]['block_size']
-        print(f"reference: {ref['model']}; peak {peak / 1e12:.3f} TFLOP/s "
-              f"({'spec' if dev.startswith('cuda') and peak > 1e14 else 'measured matmul'}); batch {B} x {T}")
-        print(table(records, [
-            ('model', lambda r: r['model']), ('params', lambda r: f"{r['params'] / 1e6:.2f}M"),
-            ('FLOPs/token', lambda r: f"{r['flops_per_token'] / 1e6:.1f}M"),
-            ('ms/step', lambda r: f"{r['ms_per_step']:.1f}"), ('ratio', lambda r: f"{r['ratio']:.2f}x"),
-            ('FLOP ratio', lambda r: f"{r['flops_ratio']:.2f}x"), ('tokens/s', lambda r: f"{r['tokens_per_s']:,.0f}"),
-            ('peak MB', lambda r: f"{r['peak_mem_mb']:.1f}"), ('GFLOP/s', lambda r: f"{r['flops_per_s'] / 1e9:.1f}"),
-            ('MFU', lambda r: f"{100 * r['mfu']:.1f}%")]))
+        records = train_all(configs, opt, dev, ptdtype, ctx, reference_gpt=not files)
     if opt['json_path']:
         write_text(opt['json_path'], json.dumps(records, indent=1))
         print(f"wrote {opt['json_path']}")
+    return records
+
+
+def decode_all(configs, opt, dev, ctx, lengths):
+    """bench_decode for every model that has a decode path, and its table."""
+    records = []
+    for name, cfg in configs:
+        cls, _ = model_classes(cfg['model'])
+        if not hasattr(cls, 'decode_step'):
+            print(f"{name}: no decode_step, skipped", file=sys.stderr)
+            continue
+        try:
+            records += bench_decode(name, cfg, opt, dev, ctx, lengths)
+        except (ValueError, RuntimeError) as e:
+            print(f"{name}: decode failed: {str(e).splitlines()[0]}", file=sys.stderr)
+    print(table(records, [('model', lambda r: r['model']), ('params', lambda r: f"{r['params'] / 1e6:.2f}M"),
+                          ('context', lambda r: str(r['context'])),
+                          ('ms/token', lambda r: f"{r['ms_per_token']:.2f}"),
+                          ('state MB', lambda r: f"{r['state_mb']:.2f}")]))
+    return records
+
+
+def train_all(configs, opt, dev, ptdtype, ctx, reference_gpt):
+    """bench_train for every model, each against the reference (the GPT where reference_gpt and it
+    was measured, else the first model), and the table."""
+    peak = peak_flops(dev, ptdtype)
+    records = []
+    for name, cfg in configs:
+        records.append(bench_train(name, cfg, opt, dev, ptdtype, ctx, peak))
+        print(f"{name}: {records[-1]['ms_per_step']:.1f} ms/step", file=sys.stderr)
+    ref = next((r for r in records if r['model'] == 'gpt' and reference_gpt), records[0])
+    for r in records:
+        r['ratio'] = r['ms_per_step'] / ref['ms_per_step']
+        r['flops_ratio'] = r['flops_per_token'] / ref['flops_per_token']
+        r['reference'] = ref['model']
+        r['mem_method'] = 'cuda max_memory_allocated' if dev.startswith('cuda') else \
+            'params + grads + optimizer state + saved activations'
+        r['peak_flops'] = peak
+    B, T = records[0]['batch_size'], records[0]['block_size']
+    print(f"reference: {ref['model']}; peak {peak / 1e12:.3f} TFLOP/s "
+          f"({'spec' if dev.startswith('cuda') and peak > 1e14 else 'measured matmul'}); batch {B} x {T}")
+    print(table(records, [
+        ('model', lambda r: r['model']), ('params', lambda r: f"{r['params'] / 1e6:.2f}M"),
+        ('FLOPs/token', lambda r: f"{r['flops_per_token'] / 1e6:.1f}M"),
+        ('ms/step', lambda r: f"{r['ms_per_step']:.1f}"), ('ratio', lambda r: f"{r['ratio']:.2f}x"),
+        ('FLOP ratio', lambda r: f"{r['flops_ratio']:.2f}x"), ('tokens/s', lambda r: f"{r['tokens_per_s']:,.0f}"),
+        ('peak MB', lambda r: f"{r['peak_mem_mb']:.1f}"), ('GFLOP/s', lambda r: f"{r['flops_per_s'] / 1e9:.1f}"),
+        ('MFU', lambda r: f"{100 * r['mfu']:.1f}%")]))
     return records
 
 

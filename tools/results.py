@@ -546,83 +546,89 @@ def parcae(seeds, iters):
     depth ceiling: Parcae's 12 block applications a forward), Parcae and Parcae at fixed depth 1, each over
     seeds, on tiny Shakespeare and on the synthetic battery; Parcae's test-time depth and Table 12's four
     L(T) forms."""
-    spec = PAPERS['parcae']
-    done, rows = {}, {}
-
-    def job(j):   # one run: (seconds, diverged after iter or None, stream loss or NaN, its readings)
-        name, args, seed = j
-        out = run_dir('parcae', name, seed)
-        secs, diverged = train_or_diverge(args, out, seed, iters)
-        if diverged is not None:
-            return secs, diverged, float('nan'), {}
-        read = {}
-        if CFG + 'parcae/battery.py' in args:
-            read['battery'] = eval_json(out, 'battery.json', '--battery=True', f'--battery_n={BATTERY_N}')
-        if name.startswith('Parcae,'):
-            read['sweep'] = evaluate(out, f"--sweep={spec['sweep']}")
-        return secs, diverged, evaluate(out, '--stream=True')['loss'], read
-
-    def run_all(jobs):   # (name, args, seed) each; JOBS at once, one thread each
-        with ThreadPoolExecutor(JOBS) as pool:
-            done.update(zip([(n, s) for n, _, s in jobs], pool.map(job, jobs)))
-        for name in dict.fromkeys(n for n, _, _ in jobs):   # a row over every seed of the run trained so far
-            ss = sorted(s for n, s in done if n == name)
-            losses = [done[(name, s)][2] for s in ss]
-            m, sd = mean_sd(losses)
-            cfg = json.load(open(os.path.join(run_dir('parcae', name, ss[0]), 'config.json')))
-            rows[name] = {'run': name, 'model': cfg['model'], 'seeds': ss, 'losses': losses, 'mean': m, 'sd': sd,
-                          'seconds': sum(done[(name, s)][0] for s in ss)}
-
-    run_all([(*muon_run('GPT 6L', 'Shakespeare', lr), 1337) for lr in PARCAE_MUON_LRS] +
-            [(name, args, 1337) for name, args in spec['runs'].items()])
+    spec, done = PAPERS['parcae'], {}
+    parcae_train([(*muon_run('GPT 6L', 'Shakespeare', lr), 1337) for lr in PARCAE_MUON_LRS] +
+                 [(name, args, 1337) for name, args in spec['runs'].items()], done, iters)
 
     def gpt_loss(lr):
         name, args = muon_run('GPT 6L', 'Shakespeare', lr)
-        if name not in rows:
-            run_all([(name, args, 1337)])
-        return rows[name]['mean']
+        if (name, 1337) not in done:
+            parcae_train([(name, args, 1337)], done, iters)
+        return parcae_row(done, name)['mean']
     lrs, best = bracket(PARCAE_MUON_LRS, gpt_loss)
     grid = {lr: gpt_loss(lr) for lr in lrs}
     ss = seed_list(spec, None, seeds)
     slow = ('GPT 12L', 'Parcae', 'GPT 6L', 'Parcae mu=1')     # the longest first: two run at once
     depth = {st: [muon_run(m, st, best)[0] for m in spec['depth']] for st in spec['settings']}
-    run_all([(*muon_run(m, st, best), s) for m in slow for st in spec['settings'] for s in ss])
-
-    from battery import FUTURE
-    six = {}     # the battery runs' exact match pooled over Table 8's six (the prompt holds the answer's evidence)
-    for name in depth['battery']:
-        accs = []
-        for s in rows[name]['seeds']:
-            tasks = done[(name, s)][3]['battery']['tasks']
-            ts = [t for t in tasks if t not in FUTURE]
-            accs.append(sum(tasks[t]['generate'] * tasks[t]['n'] for t in ts) / sum(tasks[t]['n'] for t in ts))
-        m, sd = mean_sd(accs)
-        six[name] = {'run': name, 'losses': accs, 'mean': m, 'sd': sd, 'tasks': ts, 'per_task': {
-            t: sum(done[(name, s)][3]['battery']['tasks'][t]['generate'] for s in rows[name]['seeds']) / len(accs)
-            for t in ts}}
+    parcae_train([(*muon_run(m, st, best), s) for m in slow for st in spec['settings'] for s in ss], done, iters)
+    rows = {name: parcae_row(done, name) for name in dict.fromkeys(name for name, _ in done)}
     sweeps = {st: [done[(depth[st][2], s)][3]['sweep'] for s in ss] for st in spec['settings']}
 
+    fig = parcae_figure(rows, lrs, best, grid, depth, ss, sweeps)
+    md = parcae_stability_md(rows, done, lrs, best, grid)
+    for st in spec['settings']:
+        md += parcae_depth_md(st, rows, depth[st], ss, best)
+        if st == 'battery':
+            md += parcae_exact_match_md([parcae_exact_match(done, rows[n]) for n in depth[st]])
+        md += parcae_forms_md(st, ss, sweeps[st])
+    out = [rows[n] for n in spec['runs']] + [rows[muon_run('GPT 6L', 'Shakespeare', lr)[0]] for lr in lrs if lr != best]
+    out += [rows[n] for st in spec['settings'] for n in depth[st]]
+    return out, fig, '\n'.join(md)
+
+
+def parcae_train(jobs, done, iters):
+    """Trains and scores the (name, args, seed) jobs, JOBS at once, one thread each, into
+    done[(name, seed)]."""
+    with ThreadPoolExecutor(JOBS) as pool:
+        done.update(zip([(n, s) for n, _, s in jobs], pool.map(lambda j: parcae_run(*j, iters), jobs)))
+
+
+def parcae_run(name, args, seed, iters):
+    """One run of the parcae paper, trained and read: (seconds, the iteration it diverged after or None,
+    its stream loss or NaN, its readings: the battery for a battery run, the depth sweep for Parcae)."""
+    out = run_dir('parcae', name, seed)
+    secs, diverged = train_or_diverge(args, out, seed, iters)
+    if diverged is not None:
+        return secs, diverged, float('nan'), {}
+    read = {}
+    if CFG + 'parcae/battery.py' in args:
+        read['battery'] = eval_json(out, 'battery.json', '--battery=True', f'--battery_n={BATTERY_N}')
+    if name.startswith('Parcae,'):
+        read['sweep'] = evaluate(out, f"--sweep={PAPERS['parcae']['sweep']}")
+    return secs, diverged, evaluate(out, '--stream=True')['loss'], read
+
+
+def parcae_row(done, name):
+    """A table row over every seed of the run trained so far."""
+    ss = sorted(s for n, s in done if n == name)
+    losses = [done[(name, s)][2] for s in ss]
+    m, sd = mean_sd(losses)
+    cfg = json.load(open(os.path.join(run_dir('parcae', name, ss[0]), 'config.json')))
+    return {'run': name, 'model': cfg['model'], 'seeds': ss, 'losses': losses, 'mean': m, 'sd': sd,
+            'seconds': sum(done[(name, s)][0] for s in ss)}
+
+
+def parcae_exact_match(done, row):
+    """A battery run's exact match pooled over Table 8's six tasks (the prompt holds the answer's
+    evidence), mean +- sd over its seeds, and per task over seeds."""
+    from battery import FUTURE
+    name, accs = row['run'], []
+    for s in row['seeds']:
+        tasks = done[(name, s)][3]['battery']['tasks']
+        ts = [t for t in tasks if t not in FUTURE]
+        accs.append(sum(tasks[t]['generate'] * tasks[t]['n'] for t in ts) / sum(tasks[t]['n'] for t in ts))
+    m, sd = mean_sd(accs)
+    return {'run': name, 'losses': accs, 'mean': m, 'sd': sd, 'tasks': ts, 'per_task': {
+        t: sum(done[(name, s)][3]['battery']['tasks'][t]['generate'] for s in row['seeds']) / len(accs) for t in ts}}
+
+
+def parcae_figure(rows, lrs, best, grid, depth, ss, sweeps):
+    """Top: Table 2's loss against the Adam rate, its train losses and spectral radii, and the GPT's Muon
+    rate grid with every depth run's seeds at the best; bottom: each setting's val curves and Parcae's
+    test-time depth."""
+    spec = PAPERS['parcae']
     fig, axs = plt.subplots(2, 4, figsize=(17, 7))
-    for i, (fam, _) in enumerate(STABILITY):
-        pts = [(lr, rows[f'{fam}, Adam lr {lr:g}']['mean']) for lr in PARCAE_ADAM_LRS]
-        axs[0, 0].plot(*zip(*pts), 'o-', color=f'C{i}', label=fam)
-    axs[0, 0].set(title="Table 2 recipe (RDM's Adam): val loss\n(whole stream) vs peak rate, seed 1337",
-                  xscale='log', xlabel='learning rate', ylabel='nats / char')
-    axs[0, 0].set_xticks(PARCAE_ADAM_LRS, [f'{lr:g}' for lr in PARCAE_ADAM_LRS])
-    axs[0, 0].minorticks_off()
-    for j, lr in enumerate(PARCAE_ADAM_LRS):
-        for (fam, _), ls in zip(STABILITY[:3], ('-', '--', ':')):
-            log = [r for r in read_log(run_dir('parcae', f'{fam}, Adam lr {lr:g}', 1337)) if r.get('kind') == 'train']
-            loss = [r['loss'] for r in log]   # a running mean of 5 logs: the spikes stay, the batch noise goes
-            mean5 = [sum(loss[max(0, i - 4):i + 1]) / len(loss[max(0, i - 4):i + 1]) for i in range(len(loss))]
-            label = f'{fam} lr {lr:g}'
-            axs[0, 1].plot([r['iter'] for r in log], mean5, ls, color=f'C{j}', lw=1, label=label)
-            axs[0, 2].plot([r['iter'] for r in log], [r.get('spectral_radius', math.nan) for r in log], ls,
-                           color=f'C{j}', lw=1, label=label)
-    axs[0, 1].set(title='train loss, mean of 5 logs\n(solid Parcae, dashed RDM res. norm, dotted base)',
-                  xlabel='iteration', ylabel='nats / char', ylim=(1.4, 3.4))
-    axs[0, 2].set(title='spectral radius of the injection\n(lines as in the train loss)', xlabel='iteration',
-                  ylabel='rho(A_bar)')
+    parcae_stability_axes(axs[0, 0], axs[0, 1], axs[0, 2], rows)
     axs[0, 3].plot(lrs, [grid[lr] for lr in lrs], 'o-', color='C3', label='GPT 6L (seed 1337)')
     for i, m in enumerate(spec['depth']):
         r = rows[muon_run(m, 'Shakespeare', best)[0]]
@@ -647,7 +653,35 @@ def parcae(seeds, iters):
         ax.set(title=f'{st}: Parcae, test-time depth', xlabel='num_recur T', ylabel='val loss (eval set)')
     for ax in axs.flat:
         ax.legend(fontsize=6)
+    return fig
 
+
+def parcae_stability_axes(ax_lr, ax_loss, ax_rho, rows):
+    """Table 2's runs: val loss against the Adam rate, and the train loss and spectral radius over training."""
+    for i, (fam, _) in enumerate(STABILITY):
+        pts = [(lr, rows[f'{fam}, Adam lr {lr:g}']['mean']) for lr in PARCAE_ADAM_LRS]
+        ax_lr.plot(*zip(*pts), 'o-', color=f'C{i}', label=fam)
+    ax_lr.set(title="Table 2 recipe (RDM's Adam): val loss\n(whole stream) vs peak rate, seed 1337",
+              xscale='log', xlabel='learning rate', ylabel='nats / char')
+    ax_lr.set_xticks(PARCAE_ADAM_LRS, [f'{lr:g}' for lr in PARCAE_ADAM_LRS])
+    ax_lr.minorticks_off()
+    for j, lr in enumerate(PARCAE_ADAM_LRS):
+        for (fam, _), ls in zip(STABILITY[:3], ('-', '--', ':')):
+            log = [r for r in read_log(run_dir('parcae', f'{fam}, Adam lr {lr:g}', 1337)) if r.get('kind') == 'train']
+            loss = [r['loss'] for r in log]   # a running mean of 5 logs: the spikes stay, the batch noise goes
+            mean5 = [sum(loss[max(0, i - 4):i + 1]) / len(loss[max(0, i - 4):i + 1]) for i in range(len(loss))]
+            label = f'{fam} lr {lr:g}'
+            ax_loss.plot([r['iter'] for r in log], mean5, ls, color=f'C{j}', lw=1, label=label)
+            ax_rho.plot([r['iter'] for r in log], [r.get('spectral_radius', math.nan) for r in log], ls,
+                        color=f'C{j}', lw=1, label=label)
+    ax_loss.set(title='train loss, mean of 5 logs\n(solid Parcae, dashed RDM res. norm, dotted base)',
+                xlabel='iteration', ylabel='nats / char', ylim=(1.4, 3.4))
+    ax_rho.set(title='spectral radius of the injection\n(lines as in the train loss)', xlabel='iteration',
+               ylabel='rho(A_bar)')
+
+
+def parcae_stability_md(rows, done, lrs, best, grid):
+    """The recipes, Table 2's stability table with its noise floor, and the GPT's rate grid."""
     gpt_rise = max(stability(run_dir('parcae', f'GPT 6L, Adam lr {lr:g}', 1337), 50)['rise'] for lr in PARCAE_ADAM_LRS)
     md = [f"Recipes. Table 2 (stability): the RDM's Adam (Q.1: update clipping, atan2 without epsilon, trapezoid, "
           f"{tokens_seen(run_dir('parcae', f'Parcae, Adam lr {PARCAE_ADAM_LRS[0]:g}', 1337)):,} tokens), one seed (1337) "
@@ -668,56 +702,62 @@ def parcae(seeds, iters):
             md.append(f"| {name} | {'no' if d is None else f'after iter {d}'} | {rows[name]['mean']:.3f} | "
                       f"{st['rise']:.3f} | " + (f"{st['rho_end']:.3f} ({st['rho_max']:.3f}) | {st['sigma_end']:.3f} "
                       f"({st['sigma_max']:.3f}) | {st['norm_end']:.1f} ({st['norm_max']:.1f}) |" if loop else '| | |'))
-    md += ['', f"The rise metric's noise floor: {gpt_rise:.3f}, its largest value over the GPT's three runs, where "
-               "nothing loops and nothing spikes; a looped run's rise is a spike only above it.", '',
-           "Table 21's rate for the GPT 6L on tiny Shakespeare (seed 1337, whole val stream): " +
-           ' | '.join(f'{lr:g}: {grid[lr]:.3f}' for lr in lrs) + f". Best {best:g}, inside the grid"
-           + ('.' if best not in (lrs[0], lrs[-1]) else ' edge (the grid stopped at 7 rates).')]
-    for st in spec['settings']:
-        names = depth[st]
-        deep = verdict(rows[names[1]], rows[names[0]])
-        md += ['', f"{st} ({PAPERS['battery']['data'] if st == 'battery' else 'tiny Shakespeare characters'}; "
-                   f"{tokens_seen(run_dir('parcae', names[0], ss[0])):,} tokens), Table 21 at lr {best:g}, seeds "
-                   f"{', '.join(map(str, ss))}: Parcae (ref) against the parameter-matched GPT 6L, the FLOPs-matched "
-                   "GPT 12L and itself at fixed depth 1:", '']
-        md += comparison('parcae', list(rows.values()), {n: [val_curve(run_dir('parcae', n, s)) for s in rows[n]['seeds']]
-                                                         for n in names}, names[2], [names[2], names[0], names[1], names[3]])
-        md += ['', f"Depth on the val loss: GPT 12L against GPT 6L, {deep} ({rows[names[1]]['mean']:.3f} vs "
-                   f"{rows[names[0]]['mean']:.3f})."]
-        if st == 'battery':
-            acc = [six[n] for n in names]
-            md += ['', "Exact match (greedy generation after the prompt) pooled over Table 8's six tasks, whose prompt "
-                       f"holds the answer's evidence ({BATTERY_N} val examples a task), mean +- sd over seeds:", '',
-                   '| run | exact match | per seed | ' + ' | '.join(acc[0]['tasks']) + ' | Parcae vs run |',
-                   '|---|---|---|' + '---|' * (len(acc[0]['tasks']) + 1)]
-            for a in acc:
-                md.append(f"| {a['run']} | {a['mean']:.3f} +- {a['sd']:.3f} | {', '.join(f'{x:.3f}' for x in a['losses'])} | "
-                          + ' | '.join(f"{a['per_task'][t]:.3f}" for t in a['tasks']) + ' | '
-                          + ('' if a is acc[2] else verdict(acc[2], a, higher=True)) + ' |')
-            md += ['', f"Depth on the battery: GPT 12L against GPT 6L, {verdict(acc[1], acc[0], higher=True)} "
-                       f"({acc[1]['mean']:.3f} vs {acc[0]['mean']:.3f} exact match)."]
-        gaps = [sw['loss'][0] - sw['loss'][sw['values'].index(spec['mu'])] for sw in sweeps[st]]
-        m, sd = mean_sd(gaps)
-        fits = [fit_forms(sw['values'], sw['loss'], spec['mu']) for sw in sweeps[st]]
-        md += ['', f"Test-time depth of Parcae ({st}, eval set, T = 1..12, trained mean depth {spec['mu']}): L(1) - "
-                   f"L({spec['mu']}) = {m:.4f} +- {sd:.4f} over seeds ({', '.join(f'{g:.4f}' for g in gaps)}); "
-                   "per seed " + '; '.join(f"{s}: " + ' '.join(f'{l:.3f}' for l in sw['loss']) for s, sw in zip(ss, sweeps[st])),
-               '', f"Table 12's forms on these curves: mean Huber loss per point (x 1e-7) on log loss, the mean over "
-                   f"the seeds' fits; extrapolation: fit on T <= {spec['mu']}, scored on T > {spec['mu']}.", '',
-               '| fit | ' + ' | '.join(FORMS) + ' |', '|---|' + '---|' * len(FORMS)]
-        for key, label in (('in', 'in-distribution (all T)'), ('extrapolation', f"extrapolation (T > {spec['mu']})")):
-            md.append(f'| {label} | ' + ' | '.join(f"{sum(f[form][key] for f in fits) / len(fits) * 1e7:.2f}"
-                                                    for form in FORMS) + ' |')
-        ext = {form: sum(f[form]['extrapolation'] for f in fits) / len(fits) for form in FORMS}
-        first, second = sorted(ext, key=ext.get)[:2]
-        md += ['', f"Extrapolation: {first} is best, {ext[second] / max(ext[first], 1e-30):.1f}x below {second}; " +
-               ("the exponential form is identified here as in the paper (at least 2x below every other)."
-                if first == 'L_inf + Z exp(-zT)' and ext[second] >= 2 * ext[first] else
-                "the form cannot be identified at this scale (the paper's exponential is not at least 2x below "
-                "every other form).")]
-    out = [rows[n] for n in spec['runs']] + [rows[muon_run('GPT 6L', 'Shakespeare', lr)[0]] for lr in lrs if lr != best]
-    out += [rows[n] for st in spec['settings'] for n in depth[st]]
-    return out, fig, '\n'.join(md)
+    return md + ['', f"The rise metric's noise floor: {gpt_rise:.3f}, its largest value over the GPT's three runs, "
+                     "where nothing loops and nothing spikes; a looped run's rise is a spike only above it.", '',
+                 "Table 21's rate for the GPT 6L on tiny Shakespeare (seed 1337, whole val stream): " +
+                 ' | '.join(f'{lr:g}: {grid[lr]:.3f}' for lr in lrs) + f". Best {best:g}, inside the grid"
+                 + ('.' if best not in (lrs[0], lrs[-1]) else ' edge (the grid stopped at 7 rates).')]
+
+
+def parcae_depth_md(st, rows, names, ss, best):
+    """One setting's comparison: Parcae against the GPT 6L, the GPT 12L and itself at fixed depth 1."""
+    deep = verdict(rows[names[1]], rows[names[0]])
+    md = ['', f"{st} ({PAPERS['battery']['data'] if st == 'battery' else 'tiny Shakespeare characters'}; "
+              f"{tokens_seen(run_dir('parcae', names[0], ss[0])):,} tokens), Table 21 at lr {best:g}, seeds "
+              f"{', '.join(map(str, ss))}: Parcae (ref) against the parameter-matched GPT 6L, the FLOPs-matched "
+              "GPT 12L and itself at fixed depth 1:", '']
+    md += comparison('parcae', list(rows.values()), {n: [val_curve(run_dir('parcae', n, s)) for s in rows[n]['seeds']]
+                                                     for n in names}, names[2], [names[2], names[0], names[1], names[3]])
+    return md + ['', f"Depth on the val loss: GPT 12L against GPT 6L, {deep} ({rows[names[1]]['mean']:.3f} vs "
+                     f"{rows[names[0]]['mean']:.3f})."]
+
+
+def parcae_exact_match_md(acc):
+    """The battery setting's exact match table (acc: GPT 6L, GPT 12L, Parcae, Parcae mu=1)."""
+    md = ['', "Exact match (greedy generation after the prompt) pooled over Table 8's six tasks, whose prompt "
+              f"holds the answer's evidence ({BATTERY_N} val examples a task), mean +- sd over seeds:", '',
+          '| run | exact match | per seed | ' + ' | '.join(acc[0]['tasks']) + ' | Parcae vs run |',
+          '|---|---|---|' + '---|' * (len(acc[0]['tasks']) + 1)]
+    for a in acc:
+        md.append(f"| {a['run']} | {a['mean']:.3f} +- {a['sd']:.3f} | {', '.join(f'{x:.3f}' for x in a['losses'])} | "
+                  + ' | '.join(f"{a['per_task'][t]:.3f}" for t in a['tasks']) + ' | '
+                  + ('' if a is acc[2] else verdict(acc[2], a, higher=True)) + ' |')
+    return md + ['', f"Depth on the battery: GPT 12L against GPT 6L, {verdict(acc[1], acc[0], higher=True)} "
+                     f"({acc[1]['mean']:.3f} vs {acc[0]['mean']:.3f} exact match)."]
+
+
+def parcae_forms_md(st, ss, sweeps):
+    """Parcae's test-time depth in one setting, and Table 12's four L(T) forms fit to each seed's curve."""
+    mu = PAPERS['parcae']['mu']
+    gaps = [sw['loss'][0] - sw['loss'][sw['values'].index(mu)] for sw in sweeps]
+    m, sd = mean_sd(gaps)
+    fits = [fit_forms(sw['values'], sw['loss'], mu) for sw in sweeps]
+    md = ['', f"Test-time depth of Parcae ({st}, eval set, T = 1..12, trained mean depth {mu}): L(1) - "
+              f"L({mu}) = {m:.4f} +- {sd:.4f} over seeds ({', '.join(f'{g:.4f}' for g in gaps)}); "
+              "per seed " + '; '.join(f"{s}: " + ' '.join(f'{l:.3f}' for l in sw['loss']) for s, sw in zip(ss, sweeps)),
+          '', f"Table 12's forms on these curves: mean Huber loss per point (x 1e-7) on log loss, the mean over "
+              f"the seeds' fits; extrapolation: fit on T <= {mu}, scored on T > {mu}.", '',
+          '| fit | ' + ' | '.join(FORMS) + ' |', '|---|' + '---|' * len(FORMS)]
+    for key, label in (('in', 'in-distribution (all T)'), ('extrapolation', f"extrapolation (T > {mu})")):
+        md.append(f'| {label} | ' + ' | '.join(f"{sum(f[form][key] for f in fits) / len(fits) * 1e7:.2f}"
+                                                for form in FORMS) + ' |')
+    ext = {form: sum(f[form]['extrapolation'] for f in fits) / len(fits) for form in FORMS}
+    first, second = sorted(ext, key=ext.get)[:2]
+    return md + ['', f"Extrapolation: {first} is best, {ext[second] / max(ext[first], 1e-30):.1f}x below {second}; " +
+                 ("the exponential form is identified here as in the paper (at least 2x below every other)."
+                  if first == 'L_inf + Z exp(-zT)' and ext[second] >= 2 * ext[first] else
+                  "the form cannot be identified at this scale (the paper's exponential is not at least 2x below "
+                  "every other form).")]
 
 
 def workspace(seeds, iters):
@@ -834,6 +874,9 @@ def infill_md(fill):
 
 
 def fon(seeds, iters):
+    """FON at CPU scale: Table 2's comparison with Mamba2 and the Transformers, the tied head, the
+    length extrapolation of Sec. 4.3 (the pretrained runs read beyond their training length) and Table 5's
+    infill arms, each hole fine-tuned from its own pretraining and read after every leg."""
     spec = PAPERS['fon']
     rows, curves = report_runs('fon', spec, seeds, iters)
     ft = {name: spec['runs'][src] + args + [f'--init_from={run_dir("fon", src, 1337)}']
@@ -851,26 +894,7 @@ def fon(seeds, iters):
         ft_rows.append({'run': name, 'model': json.load(open(os.path.join(out, 'config.json')))['model'],
                         'losses': [loss], 'mean': loss, 'sd': float('nan'), 'seconds': secs})
 
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
-    for i, name in enumerate(ext_runs):
-        ax1.plot(*zip(*curves[name][0]), 'o-', color=f'C{i}', ms=3, lw=1, label=name)
-    ax1.axhline(UNIGRAM, color='gray', ls=':', label=f'unigram {UNIGRAM:.2f}')
-    ax1.set(title='pretraining, val loss (eval set)', xlabel='iteration', ylabel='nats / char')
-    for i, (name, e) in enumerate(ext.items()):
-        ax2.plot([r['length'] for r in e['rows']], [r['loss'] for r in e['rows']], 'o-', color=f'C{i}', label=name)
-    ax2.set_xscale('log', base=2)
-    ax2.set(title=f"length extrapolation (trained at {e['train_length']}; whole val stream)", xlabel='eval length',
-            ylabel='nats / char', ylim=(1, 4))
-    for i, (name, reads) in enumerate(fill.items()):
-        ax3.plot([leg for leg, _ in reads], [100 * f['infill_acc'] for _, f in reads], 'o-', color=f'C{i}',
-                 label=name.replace(' + holes', ''))
-        if reads[-1][1]['pretrained_prefix_acc'] is not None:
-            ax3.axhline(100 * reads[-1][1]['pretrained_prefix_acc'], color=f'C{i}', ls=':', lw=1)
-    ax3.set(title='infill: argmax accuracy at the holes\n(dotted: the LM prior from the prefix)',
-            xlabel='hole fine-tuning iteration', ylabel='%', ylim=(0, 80))
-    for ax in (ax1, ax2, ax3):
-        ax.legend(fontsize=8)
-
+    fig = fon_figure(curves, ext, fill)
     md = [f"Headline (FON Table 2 at CPU scale, on this repo's CPU recipe, not the paper's; "
           f"{tokens_seen(run_dir('fon', 'FON PC', 1337)):,} tokens each): val loss over the whole stream; at 2/3 the "
           "logged eval-set loss (mean over seeds). 'holds': FON lower by more than two standard deviations.", '']
@@ -896,6 +920,31 @@ def fon(seeds, iters):
     return rows + ft_rows, fig, '\n'.join(md)
 
 
+def fon_figure(curves, ext, fill):
+    """The pretraining curves, the loss against the eval length, and the fill rate over the hole
+    fine-tuning legs."""
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
+    for i, name in enumerate(ext):
+        ax1.plot(*zip(*curves[name][0]), 'o-', color=f'C{i}', ms=3, lw=1, label=name)
+    ax1.axhline(UNIGRAM, color='gray', ls=':', label=f'unigram {UNIGRAM:.2f}')
+    ax1.set(title='pretraining, val loss (eval set)', xlabel='iteration', ylabel='nats / char')
+    for i, (name, e) in enumerate(ext.items()):
+        ax2.plot([r['length'] for r in e['rows']], [r['loss'] for r in e['rows']], 'o-', color=f'C{i}', label=name)
+    ax2.set_xscale('log', base=2)
+    ax2.set(title=f"length extrapolation (trained at {e['train_length']}; whole val stream)", xlabel='eval length',
+            ylabel='nats / char', ylim=(1, 4))
+    for i, (name, reads) in enumerate(fill.items()):
+        ax3.plot([leg for leg, _ in reads], [100 * f['infill_acc'] for _, f in reads], 'o-', color=f'C{i}',
+                 label=name.replace(' + holes', ''))
+        if reads[-1][1]['pretrained_prefix_acc'] is not None:
+            ax3.axhline(100 * reads[-1][1]['pretrained_prefix_acc'], color=f'C{i}', ls=':', lw=1)
+    ax3.set(title='infill: argmax accuracy at the holes\n(dotted: the LM prior from the prefix)',
+            xlabel='hole fine-tuning iteration', ylabel='%', ylim=(0, 80))
+    for ax in (ax1, ax2, ax3):
+        ax.legend(fontsize=8)
+    return fig
+
+
 BATTERY_N = 375         # battery examples per task: all of the synthetic val split's (6,000 / 16 tasks)
 
 
@@ -912,36 +961,41 @@ def battery(seeds, iters):
     """FON's Table 8 at CPU scale: FON PC, a causal GPT, a GPT trained as a bidirectional encoder
     (train.py causal=False: full attention and the loss at the holes from its first step) and Mamba2,
     each d 64, L 2, pretrained 400 iterations on the synthetic battery and hole fine-tuned 2000
-    (every answer span a hole), then read on every task's BATTERY_N val examples: fill (the answer at
-    MASK: FON through its holes, the bidirectional GPT with full attention, the causal models
+    (every answer span a hole). Each is then read on every task's BATTERY_N val examples: fill (the
+    answer at MASK: FON through its holes, the bidirectional GPT with full attention, the causal models
     causally) and the causal GPT's greedy generation, exact match with Wilson 95% intervals against
-    chance. Seeds: 1 (1337) by default; --seeds=3 trains three of each and pools their counts.
+    chance. Seeds: 1 (1337) by default; --seeds=3 trains three of each and pools their counts. About
+    8 minutes on 2 cores (docs/tools.md).
 
-        python prepare_data.py synthetic && python -m tools.results battery
-
-    Time: about 8 minutes on 2 cores, two chains at once (--seeds=3: about 25), extrapolated from
-    what one thread took at load 5 on a 2-core machine: per iteration FON 60 ms hole-free and 127
-    ms holed, Mamba2 135 ms, the GPTs 33 ms, so 300-380 s for the FON and Mamba2 chains and about
-    100 s for each GPT's, scoring included (--iters=20 took 175 s one job at a time, 125 s of it
-    scoring the 8 runs and reading the 4 batteries)."""
-    from battery import FAR, NEAR
+        python prepare_data.py synthetic && python -m tools.results battery"""
     spec = PAPERS['battery']
     slow = ('Mamba2 + holes', 'FON PC + holes')      # the longest chains first: two run at once
     chains = sorted(spec['finetune'], key=lambda f: slow.index(f) if f in slow else len(slow))
     seeds = range(1337, 1337 + seeds)
     jobs = [(ft, seed) for ft in chains for seed in seeds]
-
-    def job(j):    # one model's chain: pretrain, fine-tune from it, score both, read the battery
-        ft, seed = j
-        src, extra = spec['finetune'][ft]
-        pre, out = run_dir('battery', src, seed), run_dir('battery', ft, seed)
-        secs = (train(spec['runs'][src], pre, seed, iters),
-                train(spec['runs'][src] + extra + [f'--init_from={pre}'], out, seed, iters))
-        losses = (evaluate(pre, '--stream=True')['loss'], evaluate(out, '--stream=True')['loss'])
-        return secs, losses, eval_json(out, 'battery.json', '--battery=True', f'--battery_n={BATTERY_N}')
     with ThreadPoolExecutor(JOBS) as pool:
-        done = dict(zip(jobs, pool.map(job, jobs)))
-    rows = []
+        done = dict(zip(jobs, pool.map(lambda j: battery_chain(*j, iters), jobs)))
+    rows = battery_rows(done, seeds)
+    counts = BatteryCounts(done, done[(chains[0], 1337)][2]['tasks'], seeds)
+    md = battery_table_md(counts, seeds) + battery_claim_md(counts)
+    return rows, battery_figure(counts), '\n'.join(md)
+
+
+def battery_chain(ft, seed, iters):
+    """One model's chain: pretrain, hole fine-tune from it, score both on the val stream, read the
+    battery. Returns ((seconds), (losses), the battery JSON), pretraining first."""
+    spec = PAPERS['battery']
+    src, extra = spec['finetune'][ft]
+    pre, out = run_dir('battery', src, seed), run_dir('battery', ft, seed)
+    secs = (train(spec['runs'][src], pre, seed, iters),
+            train(spec['runs'][src] + extra + [f'--init_from={pre}'], out, seed, iters))
+    losses = (evaluate(pre, '--stream=True')['loss'], evaluate(out, '--stream=True')['loss'])
+    return secs, losses, eval_json(out, 'battery.json', '--battery=True', f'--battery_n={BATTERY_N}')
+
+
+def battery_rows(done, seeds):
+    """The top table: the pretrained runs, then the fine-tuned ones, mean +- sd over seeds."""
+    spec, rows = PAPERS['battery'], []
     for phase, names in ((0, list(spec['runs'])), (1, list(spec['finetune']))):
         for name in names:
             ft = name if phase else f'{name} + holes'
@@ -951,32 +1005,56 @@ def battery(seeds, iters):
             rows.append({'run': name, 'model': cfg['model'] + ('' if cfg.get('causal', True) else ', causal=False'),
                          'seeds': list(seeds), 'losses': losses, 'mean': m, 'sd': sd,
                          'seconds': sum(done[(ft, s)][0][phase] for s in seeds)})
+    return rows
 
-    # every reading's exact-match count over each task's examples, pooled over seeds
+
+class BatteryCounts:
+    """Every reading's exact-match count over each task's examples, pooled over seeds: right[label, t]
+    of n[label, t], for each task t and each group of tasks. cols: (label, the fine-tuned run, its
+    reading in battery.json)."""
     cols = [('FON PC fill', 'FON PC + holes', 'fill'), ('GPT causal fill', 'GPT causal + holes', 'fill'),
             ('GPT bidirectional fill', 'GPT bidirectional (causal=False) + holes', 'fill_bidirectional'),
             ('Mamba2 fill', 'Mamba2 + holes', 'fill'), ('GPT causal generate', 'GPT causal + holes', 'generate')]
-    tasks = done[(chains[0], 1337)][2]['tasks']
-    right, n, per_seed = {}, {}, {}
-    for label, ft, reading in cols:
-        for t in tasks:
-            got = [done[(ft, s)][2]['tasks'][t] for s in seeds]
-            got = [(r[reading], r['n']) for r in got if r.get(reading) is not None]
-            right[label, t], n[label, t] = sum(round(x * k) for x, k in got), sum(k for _, k in got)
-            per_seed[label, t] = [x for x, _ in got]
-    groups = (('Table 8 six', [t for t in tasks if not tasks[t]['future']]),
-              ('future-dependent five', [t for t in tasks if t in NEAR]),
-              ("far five (evidence beyond FON's reach)", [t for t in tasks if t in FAR]))
-    for gname, ts in groups:      # a group: its tasks' examples pooled
-        for label, _, _ in cols:
-            right[label, gname], n[label, gname] = sum(right[label, t] for t in ts), sum(n[label, t] for t in ts)
 
-    def rate(label, t):
-        return right[label, t] / n[label, t] if n[label, t] else float('nan')
+    def __init__(self, done, tasks, seeds):
+        from battery import FAR, NEAR
+        self.tasks, self.right, self.n, self.per_seed = tasks, {}, {}, {}
+        for label, ft, reading in self.cols:
+            for t in tasks:
+                got = [done[(ft, s)][2]['tasks'][t] for s in seeds]
+                got = [(r[reading], r['n']) for r in got if r.get(reading) is not None]
+                self.right[label, t], self.n[label, t] = sum(round(x * k) for x, k in got), sum(k for _, k in got)
+                self.per_seed[label, t] = [x for x, _ in got]
+        self.groups = (('Table 8 six', [t for t in tasks if not tasks[t]['future']]),
+                       ('future-dependent five', [t for t in tasks if t in NEAR]),
+                       ("far five (evidence beyond FON's reach)", [t for t in tasks if t in FAR]))
+        for gname, ts in self.groups:      # a group: its tasks' examples pooled
+            for label, _, _ in self.cols:
+                self.right[label, gname] = sum(self.right[label, t] for t in ts)
+                self.n[label, gname] = sum(self.n[label, t] for t in ts)
 
-    def cell(label, t):
-        lo, hi = wilson(right[label, t], n[label, t])
-        return f'{rate(label, t):.3f} [{lo:.3f}, {hi:.3f}]' if n[label, t] else 'n/a'
+    def rate(self, label, t):
+        return self.right[label, t] / self.n[label, t] if self.n[label, t] else float('nan')
+
+    def interval(self, label, t):
+        return wilson(self.right[label, t], self.n[label, t])
+
+    def cell(self, label, t):
+        lo, hi = self.interval(label, t)
+        return f'{self.rate(label, t):.3f} [{lo:.3f}, {hi:.3f}]' if self.n[label, t] else 'n/a'
+
+    def above(self, a, b, t):      # a difference: the two intervals do not overlap
+        return self.n[a, t] > 0 and self.n[b, t] > 0 and self.interval(a, t)[0] > self.interval(b, t)[1]
+
+    def at_chance(self, a, t):     # chance inside the interval, or the rate below it
+        lo, hi = self.interval(a, t)
+        return self.n[a, t] > 0 and (lo <= self.tasks[t]['chance'] <= hi or self.rate(a, t) <= self.tasks[t]['chance'])
+
+
+def battery_table_md(c, seeds):
+    """The per-task table: every reading's exact match with its interval, per task and pooled per group."""
+    from battery import FAR
+    tasks, cols = c.tasks, c.cols
     sizes = '/'.join(map(str, sorted({tasks[t]['n'] for t in tasks})))
     pooled = f' and seed, {len(seeds)} seeds pooled' if len(seeds) > 1 else ', seed 1337'
     md = [f"Per task (tools/eval.py --battery --battery_n={BATTERY_N}: the hole fine-tuned runs on the synthetic val "
@@ -989,59 +1067,62 @@ def battery(seeds, iters):
           '|---|---|---|' + '---|' * len(cols)]
     for t, row in tasks.items():
         name = f'{t} (future, far)' if t in FAR else f'{t} (future)' if row['future'] else t
-        md.append(f"| {name} | {row['chance']:.3f} | {n[cols[0][0], t]} | " +
-                  ' | '.join(cell(label, t) for label, _, _ in cols) + ' |')
-    for gname, ts in groups:
-        md.append(f"| {gname}, pooled | {sum(tasks[t]['chance'] for t in ts) / len(ts):.3f} | {n[cols[0][0], gname]} | "
-                  + ' | '.join(cell(label, gname) for label, _, _ in cols) + ' |')
+        md.append(f"| {name} | {row['chance']:.3f} | {c.n[cols[0][0], t]} | " +
+                  ' | '.join(c.cell(label, t) for label, _, _ in cols) + ' |')
+    for gname, ts in c.groups:
+        md.append(f"| {gname}, pooled | {sum(tasks[t]['chance'] for t in ts) / len(ts):.3f} | {c.n[cols[0][0], gname]} | "
+                  + ' | '.join(c.cell(label, gname) for label, _, _ in cols) + ' |')
     if len(seeds) > 1:
         md += ['', 'Per seed, fill (FON PC / GPT causal / GPT bidirectional / Mamba2): ' + '; '.join(
-            f"{t} " + ' / '.join(','.join(f'{x:.2f}' for x in per_seed[label, t]) for label, _, _ in cols[:4])
+            f"{t} " + ' / '.join(','.join(f'{x:.2f}' for x in c.per_seed[label, t]) for label, _, _ in cols[:4])
             for t in tasks) + '.']
+    return md
 
-    def above(a, b, t):      # a difference: the two intervals do not overlap
-        return n[a, t] > 0 and n[b, t] > 0 and wilson(right[a, t], n[a, t])[0] > wilson(right[b, t], n[b, t])[1]
 
-    def at_chance(a, t):     # chance inside the interval, or the rate below it
-        lo, hi = wilson(right[a, t], n[a, t])
-        return n[a, t] > 0 and (lo <= tasks[t]['chance'] <= hi or rate(a, t) <= tasks[t]['chance'])
-    six, near, far = (ts for _, ts in groups)
-    fills = [label for label, _, _ in cols[:4]]
+def battery_claim_md(c):
+    """The claim, part by part, counted from the intervals."""
+    tasks, above, at_chance = c.tasks, c.above, c.at_chance
+    six, near, far = (ts for _, ts in c.groups)
+    fills = [label for label, _, _ in c.cols[:4]]
     bi = 'GPT bidirectional fill'
-    beaten = [t for t in tasks if any(above(c, bi, t) for c in fills)]
-    top = sum(all(above(bi, c, t) for c in fills if c != bi) for t in tasks)
-    md += ['', 'The claim, part by part (a difference: the two intervals do not overlap; at chance: chance inside the '
-           'interval, or the rate below chance):', '',
-           f"- FON fills where the causal Transformer fails: FON PC's fill above the causal GPT's on "
-           f"{sum(above('FON PC fill', 'GPT causal fill', t) for t in six)} of 6 Table 8 tasks, "
-           f"{sum(above('FON PC fill', 'GPT causal fill', t) for t in near)} of the 5 future-dependent ones and "
-           f"{sum(above('FON PC fill', 'GPT causal fill', t) for t in far)} of their 5 far variants; below it on "
-           f"{sum(above('GPT causal fill', 'FON PC fill', t) for t in tasks)} of {len(tasks)}.",
-           f"- The bidirectional encoder is the fill ceiling: no model's fill above the bidirectional GPT's on "
-           f"{len(tasks) - len(beaten)} of {len(tasks)} tasks"
-           + (f" (above it on {', '.join(beaten)})" if beaten else '')
-           + f"; the bidirectional GPT above every other model on {top}.",
-           f"- On future-dependent tasks a causal reader is at chance: the causal GPT's fill on "
-           f"{sum(at_chance('GPT causal fill', t) for t in near + far)} of 10, its generation on "
-           f"{sum(at_chance('GPT causal generate', t) for t in near + far)} of 10, Mamba2's fill on "
-           f"{sum(at_chance('Mamba2 fill', t) for t in near + far)} of 10.",
-           f"- Beyond FON's reach (the far five: evidence 33-49 characters after the answer, FON's revision sees 30 "
-           f"positions past a hole): FON PC at chance on {sum(at_chance('FON PC fill', t) for t in far)} of 5 far and "
-           f"{sum(at_chance('FON PC fill', t) for t in near)} of 5 near; the bidirectional GPT above chance on "
-           f"{sum(not at_chance(bi, t) for t in far)} of 5 far and "
-           f"{sum(not at_chance(bi, t) for t in near)} of 5 near.",
-           '', "Top table: each run's val loss over the whole synthetic val stream (tools/eval.py --stream=True), the "
-           "next-token loss for the causal models; for the bidirectional GPT the loss at its holes, every block holed "
-           "as training holes it (each answer span; stride-8 self-holing in a block without one), full attention. The "
-           "pretraining runs are hole-free but the bidirectional GPT's, whose pretraining is that masked objective. "
-           "Runs: config/results/battery/*.py; two chains train at once, one thread each."]
+    beaten = [t for t in tasks if any(above(f, bi, t) for f in fills)]
+    top = sum(all(above(bi, f, t) for f in fills if f != bi) for t in tasks)
+    return ['', 'The claim, part by part (a difference: the two intervals do not overlap; at chance: chance inside the '
+            'interval, or the rate below chance):', '',
+            f"- FON fills where the causal Transformer fails: FON PC's fill above the causal GPT's on "
+            f"{sum(above('FON PC fill', 'GPT causal fill', t) for t in six)} of 6 Table 8 tasks, "
+            f"{sum(above('FON PC fill', 'GPT causal fill', t) for t in near)} of the 5 future-dependent ones and "
+            f"{sum(above('FON PC fill', 'GPT causal fill', t) for t in far)} of their 5 far variants; below it on "
+            f"{sum(above('GPT causal fill', 'FON PC fill', t) for t in tasks)} of {len(tasks)}.",
+            f"- The bidirectional encoder is the fill ceiling: no model's fill above the bidirectional GPT's on "
+            f"{len(tasks) - len(beaten)} of {len(tasks)} tasks"
+            + (f" (above it on {', '.join(beaten)})" if beaten else '')
+            + f"; the bidirectional GPT above every other model on {top}.",
+            f"- On future-dependent tasks a causal reader is at chance: the causal GPT's fill on "
+            f"{sum(at_chance('GPT causal fill', t) for t in near + far)} of 10, its generation on "
+            f"{sum(at_chance('GPT causal generate', t) for t in near + far)} of 10, Mamba2's fill on "
+            f"{sum(at_chance('Mamba2 fill', t) for t in near + far)} of 10.",
+            f"- Beyond FON's reach (the far five: evidence 33-49 characters after the answer, FON's revision sees 30 "
+            f"positions past a hole): FON PC at chance on {sum(at_chance('FON PC fill', t) for t in far)} of 5 far and "
+            f"{sum(at_chance('FON PC fill', t) for t in near)} of 5 near; the bidirectional GPT above chance on "
+            f"{sum(not at_chance(bi, t) for t in far)} of 5 far and "
+            f"{sum(not at_chance(bi, t) for t in near)} of 5 near.",
+            '', "Top table: each run's val loss over the whole synthetic val stream (tools/eval.py --stream=True), the "
+            "next-token loss for the causal models; for the bidirectional GPT the loss at its holes, every block holed "
+            "as training holes it (each answer span; stride-8 self-holing in a block without one), full attention. The "
+            "pretraining runs are hole-free but the bidirectional GPT's, whose pretraining is that masked objective. "
+            "Runs: config/results/battery/*.py; two chains train at once, one thread each."]
 
+
+def battery_figure(c):
+    """Every reading's exact match with its interval against chance, per task and pooled per group."""
+    tasks, cols, groups = c.tasks, c.cols, c.groups
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 4.5), gridspec_kw={'width_ratios': [3, 1]})
     names, w = list(tasks), 0.8 / len(cols)
     for j, (label, _, _) in enumerate(cols):
         for ax, keys in ((ax1, names), (ax2, [g for g, _ in groups])):
-            ys = [rate(label, t) for t in keys]
-            ci = [wilson(right[label, t], n[label, t]) for t in keys]
+            ys = [c.rate(label, t) for t in keys]
+            ci = [c.interval(label, t) for t in keys]
             err = [[max(0.0, y - lo) for y, (lo, _) in zip(ys, ci)], [max(0.0, hi - y) for y, (_, hi) in zip(ys, ci)]]
             gen = 'generate' in label
             ax.bar([i + (j - (len(cols) - 1) / 2) * w for i in range(len(keys))], ys, w, yerr=err, capsize=1.5,
@@ -1055,7 +1136,7 @@ def battery(seeds, iters):
              ms=14, mew=2)
     ax2.set_xticks(range(len(groups)), ['Table 8 six', 'future five', 'far five'], fontsize=8)
     ax2.set(title='pooled by group', ylim=(0, 1.05))
-    return rows, fig, '\n'.join(md)
+    return fig
 
 
 DEPTH_LRS = (5e-4, 1e-3, 2e-3)     # each GPT's grid, widened by bracket() until its best lies inside
@@ -1071,31 +1152,17 @@ def depth(seeds, iters):
     model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls).
 
         python prepare_data.py hops && python -m tools.results depth"""
-    spec = PAPERS['depth']
-    done = {}
-
-    def job(j):   # (seconds, answer loss on the val stream, {task: exact match})
-        name, lr, seed = j
-        out = run_dir('depth', f'{name} lr {lr:g}', seed)
-        secs = train(spec['runs'][name] + [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}'], out, seed, iters)
-        hops = eval_json(out, 'battery.json', '--battery=True', f'--battery_n={HOP_N}')['tasks']
-        return secs, evaluate(out, '--stream=True')['loss'], {t: r['generate'] for t, r in hops.items()}
-
-    def run_all(jobs):   # JOBS at once, one thread each; a job done before is not redone
-        todo = [j for j in dict.fromkeys(jobs) if j not in done]
-        with ThreadPoolExecutor(JOBS) as pool:
-            done.update(zip(todo, pool.map(job, todo)))
-
-    run_all([(name, lr, 1337) for name in spec['runs'] for lr in DEPTH_LRS])
+    spec, done = PAPERS['depth'], {}
+    depth_train([(name, lr, 1337) for name in spec['runs'] for lr in DEPTH_LRS], done, iters)
     grids, best = {}, {}
     for name in spec['runs']:
         def loss(lr, name=name):
-            run_all([(name, lr, 1337)])
+            depth_train([(name, lr, 1337)], done, iters)
             return done[(name, lr, 1337)][1]
         lrs, best[name] = bracket(DEPTH_LRS, loss)
         grids[name] = {lr: loss(lr) for lr in lrs}
     ss = seed_list(spec, None, seeds)
-    run_all([(name, best[name], s) for name in spec['runs'] for s in ss])
+    depth_train([(name, best[name], s) for name in spec['runs'] for s in ss], done, iters)
 
     rows, acc = [], {}
     for name in spec['runs']:
@@ -1104,11 +1171,33 @@ def depth(seeds, iters):
         rows.append({'run': f'{name} (lr {best[name]:g})', 'model': 'gpt', 'seeds': ss, 'losses': [g[1] for g in got],
                      'mean': m, 'sd': sd, 'seconds': sum(g[0] for g in got)})
         acc[name] = {t: dict(zip(('mean', 'sd'), mean_sd([g[2][t] for g in got]))) for t in got[0][2]}
+    _, deep = spec['runs']
+    md = depth_md(acc, grids, best, run_dir('depth', f'{deep} lr {best[deep]:g}', ss[0]))
+    return rows, depth_figure(acc, grids, best), '\n'.join(md)
+
+
+def depth_train(jobs, done, iters):
+    """Trains and reads the (name, lr, seed) jobs into done, JOBS at once, one thread each; a job done
+    before is not redone."""
+    todo = [j for j in dict.fromkeys(jobs) if j not in done]
+    with ThreadPoolExecutor(JOBS) as pool:
+        done.update(zip(todo, pool.map(lambda j: depth_run(*j, iters), todo)))
+
+
+def depth_run(name, lr, seed, iters):
+    """One GPT of the gate at one rate and seed: (seconds, answer loss on the val stream, {task: exact match})."""
+    out = run_dir('depth', f'{name} lr {lr:g}', seed)
+    secs = train(PAPERS['depth']['runs'][name] + [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}'], out, seed, iters)
+    hops = eval_json(out, 'battery.json', '--battery=True', f'--battery_n={HOP_N}')['tasks']
+    return secs, evaluate(out, '--stream=True')['loss'], {t: r['generate'] for t, r in hops.items()}
+
+
+def depth_md(acc, grids, best, out):
+    """The rate brackets, the exact match per hop count with the verdicts, and the gate."""
     from battery import CHANCE
-    shallow, deep = spec['runs']
-    out = run_dir('depth', f'{deep} lr {best[deep]:g}', ss[0])
+    shallow, deep = PAPERS['depth']['runs']
     n_params = build_model('gpt', {**json.load(open(os.path.join(out, 'config.json')))}).num_params()
-    md = [f"Each GPT's rate: the lowest answer loss of seed 1337 over " + '; '.join(
+    md = ["Each GPT's rate: the lowest answer loss of seed 1337 over " + '; '.join(
               f"{name} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) for name in grids) +
           f". {tokens_seen(out):,} tokens seen ({tokens_seen(out) / n_params:.0f} per parameter of the 6L's "
           f"{n_params:,}), of which the answers are 16 in every ~101 (8 queries per listing; the first one scored).", '',
@@ -1122,12 +1211,18 @@ def depth(seeds, iters):
         md.append(f"| {k} | {CHANCE[t]:.3f} | {acc[shallow][t]['mean']:.3f} +- {acc[shallow][t]['sd']:.3f} | "
                   f"{acc[deep][t]['mean']:.3f} +- {acc[deep][t]['sd']:.3f} | "
                   f"{acc[deep][t]['mean'] - acc[shallow][t]['mean']:+.3f} | {v} |")
-    md += ['', f"**Gate: {'holds' if all(gate) else 'does not hold'}** ({deep} ahead by more than two sd at "
-               f"{sum(gate)} of the {len(gate)} hop counts from 3 on). Exact match: greedy generation after the "
-               f"prompt equals the answer, {HOP_N} val examples per k, mean +- sd over seeds."]
+    return md + ['', f"**Gate: {'holds' if all(gate) else 'does not hold'}** ({deep} ahead by more than two sd at "
+                     f"{sum(gate)} of the {len(gate)} hop counts from 3 on). Exact match: greedy generation after the "
+                     f"prompt equals the answer, {HOP_N} val examples per k, mean +- sd over seeds."]
+
+
+def depth_figure(acc, grids, best):
+    """Exact match against the hop count per GPT, and each GPT's rate bracket."""
+    from battery import CHANCE
+    _, deep = PAPERS['depth']['runs']
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     ks = [int(t[3:]) for t in acc[deep]]
-    for i, name in enumerate(spec['runs']):
+    for i, name in enumerate(PAPERS['depth']['runs']):
         ax1.errorbar(ks, [acc[name][t]['mean'] for t in acc[name]], [acc[name][t]['sd'] for t in acc[name]],
                      marker='o', capsize=3, color=f'C{i}', label=f'{name} (lr {best[name]:g})')
         ax2.plot(list(grids[name]), list(grids[name].values()), 'o-', color=f'C{i}', label=name)
@@ -1137,12 +1232,17 @@ def depth(seeds, iters):
     ax2.set(title='rate bracket (seed 1337)', xlabel='learning rate', ylabel='answer loss (val stream)', xscale='log')
     ax1.legend(fontsize=8)
     ax2.legend(fontsize=8)
-    return rows, fig, '\n'.join(md)
+    return fig
 
 
 JOBS = 2         # train.py runs at once (2 cores)
 ITERS = 0        # --iters: a quick look in its own folder, never mixed with the full runs
 UNIGRAM = 3.31   # tiny Shakespeare's unigram entropy, nats per character
+
+
+# each paper's function: trains its runs, scores them, returns (rows, figure, Markdown)
+PAPER_FUNCTIONS = {'textnca': textnca, 'parcae': parcae, 'workspace': workspace, 'fon': fon, 'depth': depth,
+                   'battery': battery}
 
 
 def write(paper, rows, fig, extra, seeds):
@@ -1198,7 +1298,7 @@ def main(argv):
     global ITERS
     seeds, ITERS = int(opts.get('seeds', PAPERS[paper]['seeds'])), int(opts.get('iters', 0))
     try:
-        rows, fig, extra = globals()[paper](seeds, ITERS)
+        rows, fig, extra = PAPER_FUNCTIONS[paper](seeds, ITERS)
     except KeyboardInterrupt:
         print(f"interrupted: finished runs stay in {os.path.dirname(run_dir(paper, 'x', 0))}/ "
               f"and the same command resumes the rest", file=sys.stderr)
