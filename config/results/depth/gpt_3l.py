@@ -10,6 +10,7 @@ batch_size = 16
 eval_interval = 500
 eval_iters = 20
 model = 'gpt'
+pos = 'rope'                       # relative positions: with learned ones the lookup had not formed by 2,500 iterations
 n_layer = 3
 n_head = 4
 n_embd = 64
