@@ -301,6 +301,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
+    knobs = ('causal',)   # the forward's runtime controls (train.py, sample.py, tools.eval)
 
     def __init__(self, config):
         super().__init__()
@@ -638,6 +639,7 @@ class Mamba2Block(nn.Module):
 
 
 class Mamba2(nn.Module):
+    knobs = ()
 
     def __init__(self, config):
         super().__init__()

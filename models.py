@@ -4,8 +4,6 @@ from a config, its checkpoint (read, written atomically, loaded), the device and
 the MFU denominator, and its optimizers.
 """
 import dataclasses
-import importlib
-import inspect
 import json
 import os
 import shutil
@@ -17,24 +15,27 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from configurator import ConfigError, check, parse_args, train_defaults
-from parcae import ParcaeMuon, StableAdamW
+from baselines import GPT, GPTConfig, Mamba2, Mamba2Config
+from fon import FON, FONConfig
+from parcae import Parcae, ParcaeConfig, ParcaeMuon, StableAdamW
+from textnca import TextNCA, TextNCAConfig
+from workspace import Workspace, WorkspaceConfig
 
-MODELS = {  # name -> (module, model class, config class); model = 'parcae' picks one
-    'gpt': ('baselines', 'GPT', 'GPTConfig'),
-    'mamba2': ('baselines', 'Mamba2', 'Mamba2Config'),
-    'parcae': ('parcae', 'Parcae', 'ParcaeConfig'),
-    'textnca': ('textnca', 'TextNCA', 'TextNCAConfig'),
-    'fon': ('fon', 'FON', 'FONConfig'),
-    'workspace': ('workspace', 'Workspace', 'WorkspaceConfig'),
+MODELS = {  # model = 'parcae' picks one: (model class, config class)
+    'gpt': (GPT, GPTConfig),
+    'mamba2': (Mamba2, Mamba2Config),
+    'parcae': (Parcae, ParcaeConfig),
+    'textnca': (TextNCA, TextNCAConfig),
+    'fon': (FON, FONConfig),
+    'workspace': (Workspace, WorkspaceConfig),
 }
 
 
 def model_classes(name):
+    """(model class, config class) of a model's name; an unknown name is one line."""
     if name not in MODELS:
         raise ConfigError(f"unknown model '{name}' (known: {', '.join(MODELS)})")
-    module, cls, cfg_cls = MODELS[name]
-    mod = importlib.import_module(module)
-    return getattr(mod, cls), getattr(mod, cfg_cls)
+    return MODELS[name]
 
 
 def model_fields(name):
@@ -84,12 +85,6 @@ def build_model(name, cfg):
         return cls(cfg_cls(**{k: v for k, v in cfg.items() if k in names}))
     except (ValueError, TypeError, AssertionError, ZeroDivisionError, RuntimeError) as e:
         raise ConfigError(f"invalid {name} config: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-
-
-def knob_names(model):
-    """The runtime knobs a model's forward accepts (Parcae num_recur, TextNCA Ts, FON holes...)."""
-    params = inspect.signature(model.forward).parameters
-    return [p for p in params if p not in ('idx', 'targets')]
 
 
 DEPTH_KNOBS = ('num_recur', 'Ts')   # loop depths: Parcae's recurrences, TextNCA's NCA steps
@@ -476,7 +471,7 @@ def storage_bytes(tensors):
 def deepest_knobs(model, cfg):
     """The forward knobs of a training step at its deepest: Parcae's sampled depth at its clip,
     TextNCA's largest sampled Ts, FON's hole stream running when hole fine-tuning is on."""
-    knobs = knob_names(model)
+    knobs = model.knobs
     c = getattr(model, 'config', None)
     kw = {}
     if 'num_recur' in knobs:
@@ -510,7 +505,7 @@ def estimate_memory(cfg, micro_batch, accum, device_type='cuda'):
                                                  if isinstance(t, torch.Tensor) and t.device.type == 'meta'])
               for opt in opts}   # a step count on the CPU is no GPU memory
     kw = deepest_knobs(model, cfg)
-    if cfg['p_fill'] > 0 and 'holes' in knob_names(model):
+    if cfg['p_fill'] > 0 and 'holes' in model.knobs:
         kw['holes'] = torch.zeros(micro_batch, cfg['block_size'], dtype=torch.bool, device='meta')
     if not cfg['causal']:   # train.py's BERT-style step
         kw = {'causal': False}

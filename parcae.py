@@ -274,6 +274,7 @@ def running(m, h, u, ves):
 
 
 class Parcae(nn.Module):
+    knobs = decode_knobs = ('num_recur',)   # the runtime controls of forward and decode
 
     def __init__(self, config):
         super().__init__()

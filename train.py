@@ -37,7 +37,7 @@ import torch
 from configurator import (ConfigError, check_data, check_settings, check_tokens, data_record, dataset_vocab, example_starts,
                           fail, prepare_hint, read_meta, split_batch, split_hint, stream_record)
 from fon import make_holes
-from models import (build_model, check_device, configure_optimizers, estimate_memory, knob_names, load_weights, model_classes,
+from models import (build_model, check_device, configure_optimizers, estimate_memory, load_weights, model_classes,
                     model_fields, peak_flops, read_checkpoint, resolve_config, resolve_device, save_checkpoint,
                     spec_peak_flops, use_tf32)
 
@@ -969,7 +969,7 @@ def train(argv, run):
         agree(err, ddp)
     except ConfigError as e:
         fail(e)
-    knobs = knob_names(raw_model)
+    knobs = raw_model.knobs
 
     iter_num, best_val = 0, float('inf')
     if ckpt is not None:

@@ -254,7 +254,7 @@ class Evaluator:
         self.model, ckpt = models.load_checkpoint(cfg['out_dir'], self.dev)
         self.model.eval()
         self.name = ckpt['model_name']
-        self.knob_names = [k for k in models.knob_names(self.model) if k != 'holes']
+        self.knob_names = [k for k in self.model.knobs if k != 'holes']
         bad = [k for k in knobs if k not in self.knob_names]
         if bad:
             known = sorted(set(DEFAULTS) | set(self.knob_names))
@@ -283,7 +283,7 @@ class Evaluator:
         self.mask_id = mid if mid is not None else self.meta.get('mask_id', self.meta['vocab_size'])
         check_vocabulary(ckpt.get('meta'), self.meta, f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}", self.trained_on)
         self.bytes = token_bytes(self.meta, self.vocab)
-        self.accepts_holes = 'holes' in models.knob_names(self.model)
+        self.accepts_holes = 'holes' in self.model.knobs
         # trained with causal=False (train.py): a masked-reconstruction encoder, scored at holes with full attention
         self.causal = self.tcfg.get('causal', True)
         self.answers_only = self.tcfg.get('loss_on') == 'answers'   # scored where it trained: the answer spans
