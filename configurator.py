@@ -192,17 +192,11 @@ def check_values(cfg, ranges, choices, none_or):
             raise ConfigError(f"{k} must be {' or '.join(map(repr, ok))}, got {cfg[k]!r}")
 
 
-def train_defaults(path=os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')):
-    """train.py's defaults, its top-level literal assignments, read without running train.py (the
-    tools resolve a config as train.py does; nothing imports the trainer)."""
-    tree = ast.parse(open(path).read(), path)
-    out = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id == 'DEFAULTS':   # the end of the defaults
-                return out
-            out[node.targets[0].id] = ast.literal_eval(node.value)
-    raise ConfigError(f"{path} has no DEFAULTS line after its defaults")
+def defaults_of(namespace):
+    """A script's settings, from its globals(): the ints, floats, bools, strings, tuples and Nones
+    assigned at its top level (no _private name, no UPPER_CASE constant, no module or function)."""
+    return {k: v for k, v in namespace.items() if not k.startswith('_') and not k.isupper()
+            and isinstance(v, (int, float, bool, str, tuple, type(None)))}
 
 
 CHECKS = {  # what train.py can run with: a kind of RANGES -> its keys

@@ -4,7 +4,6 @@ from a config, its checkpoint (read, written atomically, loaded), the device and
 the MFU denominator, and its optimizers.
 """
 import dataclasses
-import json
 import os
 import shutil
 import time
@@ -14,10 +13,10 @@ from contextlib import nullcontext
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from configurator import ConfigError, check, parse_args, train_defaults
+from configurator import ConfigError
 from baselines import GPT, GPTConfig, Mamba2, Mamba2Config
 from fon import FON, FONConfig
-from parcae import Parcae, ParcaeConfig, ParcaeMuon, StableAdamW
+from parcae import Parcae, ParcaeConfig
 from textnca import TextNCA, TextNCAConfig
 from workspace import Workspace, WorkspaceConfig
 
@@ -42,39 +41,6 @@ def model_fields(name):
     """The config fields of a model with their defaults (None where a default is derived)."""
     _, cfg_cls = model_classes(name)
     return {f.name: f.default if f.default is not dataclasses.MISSING else None for f in dataclasses.fields(cfg_cls)}
-
-
-# train.py's shape defaults: they apply to a model that has such a field, and a model without
-# one refuses the key when it is given
-SHAPE_KEYS = ('n_layer', 'n_head', 'n_embd', 'dropout')
-
-
-def resolve_config(argv, with_given=False):
-    """train.py's defaults < config files < --key=value, checked against train.py's keys and the
-    model's fields (with_given: also the settings the user gave, config files included). A given
-    shape key the model has no field for is refused: it would change nothing."""
-    defaults = train_defaults()
-    given = parse_args(argv)
-    name = given.get('model') or (given.get('init_from') == 'resume' and run_model(given.get('out_dir', defaults['out_dir'])))
-    name = name or defaults['model']
-    fields = model_fields(name)
-    known = {**fields, **defaults}
-    cfg = {**defaults, **check(given, known)}
-    unused = [k for k in given if k in SHAPE_KEYS and k not in fields]
-    if unused:
-        k = unused[0]
-        raise ConfigError(f"the {name} model has no '{k}' (given {given.where(k)}), so it would change nothing; "
-                          f"its own keys: {', '.join(fields)}")
-    return (cfg, given) if with_given else cfg
-
-
-def run_model(out_dir):
-    """The model a run folder trains (its config.json's), None where there is no readable one: a
-    resumed run's keys are checked against its own model."""
-    try:
-        return json.load(open(os.path.join(out_dir, 'config.json'))).get('model')
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def build_model(name, cfg):
@@ -284,47 +250,6 @@ def peak_flops(device, dtype):
     return max(measure_peak_flops(device, d, n=n) for d in dtypes)
 
 
-# ----------------------------------------------------------------------------- optimizers
-def configure_optimizers(model, cfg, device_type):
-    """AdamW, plus Muon for the hidden matrices when optimizer='muon': the model's own groups when
-    it has optim_groups() (Parcae), else by shape. The recipe keys cfg lacks take train.py's
-    defaults. Muon is torch.optim.Muon or the Parcae paper's (muon_variant='parcae'); AdamW with
-    update clipping or atan2 is the RDM recipe's (Parcae Q.1)."""
-    cfg = {**train_defaults(), **cfg}
-    if hasattr(model, 'optim_groups'):
-        groups = model.optim_groups(cfg['weight_decay'])
-    else:
-        embed = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
-        muon = [] if cfg['optimizer'] != 'muon' else [
-            m.weight for name, m in model.named_modules()
-            if isinstance(m, torch.nn.Linear) and id(m.weight) not in embed and 'lm_head' not in name]
-        mids = {id(p) for p in muon}
-        rest = [p for p in model.parameters() if id(p) not in mids]
-        groups = [{'params': [p for p in rest if p.dim() >= 2], 'weight_decay': cfg['weight_decay']},
-                  {'params': [p for p in rest if p.dim() < 2], 'weight_decay': 0.0},
-                  {'params': muon, 'optimizer': 'muon'}]
-    for g in groups:  # frozen parameters take no step; optimizer='adamw' overrules a model's Muon groups
-        g['params'] = [p for p in g['params'] if p.requires_grad]
-        if cfg['optimizer'] != 'muon':
-            g['optimizer'] = 'adamw'
-    adamw = [g for g in groups if g.get('optimizer', 'adamw') == 'adamw' and g['params']]
-    muon = [g for g in groups if g.get('optimizer', 'adamw') == 'muon' and g['params']]
-    betas = (cfg['beta1'], cfg['beta2'])
-    if cfg['update_clipping'] or cfg['adam_atan2']:
-        opts = [StableAdamW(adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'],
-                            update_clipping=cfg['update_clipping'], atan2=cfg['adam_atan2'])]
-    else:
-        opts = [torch.optim.AdamW(adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'], fused=device_type == 'cuda')]
-    if muon:
-        kw = dict(lr=cfg['muon_lr'] or cfg['learning_rate'], momentum=cfg['muon_momentum_start']
-                  if cfg['muon_momentum_warmup'] > 0 else cfg['muon_momentum'], weight_decay=cfg['muon_weight_decay'])
-        if cfg['muon_variant'] == 'parcae':
-            opts.append(ParcaeMuon(muon, beta2=cfg['muon_beta2'], **kw))
-        else:
-            opts.append(torch.optim.Muon(muon, **kw))
-    return opts
-
-
 # ----------------------------------------------------------------------------- memory
 # CUDA autocast's op lists (ATen's autocast_mode.h), by the name a Python call carries: the meta
 # device runs no autocast, so the estimate applies its casts itself
@@ -481,14 +406,14 @@ def deepest_knobs(model, cfg):
     return kw
 
 
-def estimate_memory(cfg, micro_batch, accum, device_type='cuda'):
+def estimate_memory(cfg, micro_batch, accum, configure_optimizers, device_type='cuda'):
     """The peak bytes of one training step (the second: the optimizer holds its states), in eager
     mode, at micro_batch sequences of block_size and cfg's dtype (autocast for bf16/fp16, weights in
     fp32), found by running it on the meta device: every allocation and free as the ops make them.
     device_type 'cuda': AdamW fused (no step temporaries), dtype 'auto' bf16. The parts at the peak:
     weights, gradients (all; and the part live at the peak), optimizer states, activations (all
-    else live then: what forward keeps for backward and backward's temporaries)."""
-    cfg = {**train_defaults(), **cfg}
+    else live then: what forward keeps for backward and backward's temporaries). cfg: every train.py
+    setting; configure_optimizers: train.py's (model, cfg, device_type) -> optimizers."""
     dtype = {'float32': None, 'bfloat16': torch.bfloat16, 'float16': torch.float16,
              'auto': torch.bfloat16 if device_type == 'cuda' else None}[cfg['dtype']]
     with torch.device('meta'):

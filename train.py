@@ -34,12 +34,13 @@ import zlib
 import numpy as np
 import torch
 
-from configurator import (ConfigError, check_data, check_settings, check_tokens, data_record, dataset_vocab, example_starts,
-                          fail, prepare_hint, read_meta, split_batch, split_hint, stream_record)
+from configurator import (ConfigError, check, check_data, check_settings, check_tokens, data_record, dataset_vocab,
+                          defaults_of, example_starts, fail, parse_args, prepare_hint, read_meta, split_batch, split_hint,
+                          stream_record)
 from fon import make_holes
-from models import (build_model, check_device, configure_optimizers, estimate_memory, load_weights, model_classes,
-                    model_fields, peak_flops, read_checkpoint, resolve_config, resolve_device, save_checkpoint,
-                    spec_peak_flops, use_tf32)
+from models import (build_model, check_device, estimate_memory, load_weights, model_classes, model_fields, peak_flops,
+                    read_checkpoint, resolve_device, save_checkpoint, spec_peak_flops, use_tf32)
+from parcae import ParcaeMuon, StableAdamW
 
 # ----------------------------------------------------------------------------- defaults
 # I/O
@@ -110,7 +111,40 @@ device = 'auto'              # 'auto' | 'cpu' | 'cuda' | 'cuda:1' | 'mps'
 dtype = 'auto'               # 'auto' (bf16 on CUDA, else fp32) | 'float32' | 'bfloat16' | 'float16'
 compile = None               # None: on for CUDA
 tf32 = None                  # CUDA TF32 matmuls; None: on unless dtype is 'float32' (then true FP32)
-DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, tuple, type(None)))}
+DEFAULTS = defaults_of(globals())
+
+
+# train.py's shape defaults: they apply to a model that has such a field, and a model without
+# one refuses the key when it is given
+SHAPE_KEYS = ('n_layer', 'n_head', 'n_embd', 'dropout')
+
+
+def resolve_config(argv, with_given=False):
+    """train.py's defaults < config files < --key=value, checked against train.py's keys and the
+    model's fields (with_given: also the settings the user gave, config files included). A given
+    shape key the model has no field for is refused: it would change nothing."""
+    defaults = DEFAULTS
+    given = parse_args(argv)
+    name = given.get('model') or (given.get('init_from') == 'resume' and run_model(given.get('out_dir', defaults['out_dir'])))
+    name = name or defaults['model']
+    fields = model_fields(name)
+    known = {**fields, **defaults}
+    cfg = {**defaults, **check(given, known)}
+    unused = [k for k in given if k in SHAPE_KEYS and k not in fields]
+    if unused:
+        k = unused[0]
+        raise ConfigError(f"the {name} model has no '{k}' (given {given.where(k)}), so it would change nothing; "
+                          f"its own keys: {', '.join(fields)}")
+    return (cfg, given) if with_given else cfg
+
+
+def run_model(out_dir):
+    """The model a run folder trains (its config.json's), None where there is no readable one: a
+    resumed run's keys are checked against its own model."""
+    try:
+        return json.load(open(os.path.join(out_dir, 'config.json'))).get('model')
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 # ----------------------------------------------------------------------------- the run folder
@@ -395,7 +429,7 @@ def print_sizes(cfg):
         raise ConfigError(split_hint(cfg, world))
     micro_batch, accum = split_batch(cfg, world)
     try:
-        mem = estimate_memory(cfg, micro_batch, accum)
+        mem = estimate_memory(cfg, micro_batch, accum, configure_optimizers)
     except (RuntimeError, NotImplementedError) as e:   # an op the meta device cannot run (a value read back)
         return print(f"peak training memory: not estimated: the meta device cannot run this step "
                      f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else 'no detail'})")
@@ -630,7 +664,47 @@ def train_batch(it, micro, cfg, streams, mask, rank, world, dev, knobs):
     return to_device(x, dev), to_device(y, dev), kw, weight
 
 
-# ----------------------------------------------------------------------------- the schedule
+# ----------------------------------------------------------------------------- optimizers and their schedule
+def configure_optimizers(model, cfg, device_type):
+    """AdamW, plus Muon for the hidden matrices when optimizer='muon': the model's own groups when
+    it has optim_groups() (Parcae), else by shape. The recipe keys cfg lacks take train.py's
+    defaults. Muon is torch.optim.Muon or the Parcae paper's (muon_variant='parcae'); AdamW with
+    update clipping or atan2 is the RDM recipe's (Parcae Q.1)."""
+    cfg = {**DEFAULTS, **cfg}
+    if hasattr(model, 'optim_groups'):
+        groups = model.optim_groups(cfg['weight_decay'])
+    else:
+        embed = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+        muon = [] if cfg['optimizer'] != 'muon' else [
+            m.weight for name, m in model.named_modules()
+            if isinstance(m, torch.nn.Linear) and id(m.weight) not in embed and 'lm_head' not in name]
+        mids = {id(p) for p in muon}
+        rest = [p for p in model.parameters() if id(p) not in mids]
+        groups = [{'params': [p for p in rest if p.dim() >= 2], 'weight_decay': cfg['weight_decay']},
+                  {'params': [p for p in rest if p.dim() < 2], 'weight_decay': 0.0},
+                  {'params': muon, 'optimizer': 'muon'}]
+    for g in groups:  # frozen parameters take no step; optimizer='adamw' overrules a model's Muon groups
+        g['params'] = [p for p in g['params'] if p.requires_grad]
+        if cfg['optimizer'] != 'muon':
+            g['optimizer'] = 'adamw'
+    adamw = [g for g in groups if g.get('optimizer', 'adamw') == 'adamw' and g['params']]
+    muon = [g for g in groups if g.get('optimizer', 'adamw') == 'muon' and g['params']]
+    betas = (cfg['beta1'], cfg['beta2'])
+    if cfg['update_clipping'] or cfg['adam_atan2']:
+        opts = [StableAdamW(adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'],
+                            update_clipping=cfg['update_clipping'], atan2=cfg['adam_atan2'])]
+    else:
+        opts = [torch.optim.AdamW(adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'], fused=device_type == 'cuda')]
+    if muon:
+        kw = dict(lr=cfg['muon_lr'] or cfg['learning_rate'], momentum=cfg['muon_momentum_start']
+                  if cfg['muon_momentum_warmup'] > 0 else cfg['muon_momentum'], weight_decay=cfg['muon_weight_decay'])
+        if cfg['muon_variant'] == 'parcae':
+            opts.append(ParcaeMuon(muon, beta2=cfg['muon_beta2'], **kw))
+        else:
+            opts.append(torch.optim.Muon(muon, **kw))
+    return opts
+
+
 def get_lr(it, cfg):
     """The learning rate at iteration it as a fraction of the peak: linear warmup, then cosine to
     min_lr, constant, or trapezoid (constant, then a linear cooldown over cooldown_frac)."""

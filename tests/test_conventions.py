@@ -284,7 +284,7 @@ def test_wandb_not_installed_is_one_line_before_anything(char_data, tmp_path, mo
 # ----------------------------------------------------------------------------- many machines
 def recipes():
     """(batch_size, gradient_accumulation_steps) of every config, and nanoGPT's GPT-2 recipe (12 x 40)."""
-    pairs, defaults = {(12, 40)}, configurator.train_defaults()
+    pairs, defaults = {(12, 40)}, train_script().DEFAULTS
     for f in glob.glob(os.path.join(ROOT, 'config', '**', '*.py'), recursive=True):
         cfg = {**defaults, **configurator.parse_args([f])}
         pairs.add((cfg['batch_size'], cfg['gradient_accumulation_steps']))

@@ -74,7 +74,7 @@ compare = ''             # run folders (python -m tools.eval --compare out-a out
 out = ''                 # '': out_dir/eval (compare: the first run's folder/compare)
 device = 'auto'
 dtype = 'auto'
-DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, type(None)))}
+DEFAULTS = configurator.defaults_of(globals())
 FLAGS = ('stream', 'fit', 'infill', 'battery', 'nca_steps', 'gates')
 
 
