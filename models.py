@@ -1,11 +1,9 @@
 """
-What train.py, sample.py and the tools share about a model: the registry of models, building one
-from a config, its checkpoint (read, written atomically, loaded), the device and dtype it runs on,
-the MFU denominator, and its optimizers.
+The models and what train.py, sample.py and the tools share about them: the dict of model
+classes, building one from a config, its runtime knobs, the device and dtype it runs on, the MFU
+denominator, and the peak memory of a training step.
 """
 import dataclasses
-import os
-import shutil
 import time
 import weakref
 from contextlib import nullcontext
@@ -64,107 +62,6 @@ def check_knobs(knobs):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise ConfigError(f"{k} is a loop depth: it must be an integer >= 1, got {v!r}")
     return knobs
-
-
-# ----------------------------------------------------------------------------- checkpoints
-CKPT_KEYS = ('model', 'model_name', 'model_args', 'config', 'iter_num')
-
-
-def read_checkpoint(path, device='cpu'):
-    """The checkpoint dict in an out_dir or a ckpt.pt file; a file torch cannot read, or one
-    train.py did not write, is one line."""
-    if os.path.isdir(path):
-        path = os.path.join(path, 'ckpt.pt')
-    if not os.path.isfile(path):
-        aside = os.path.join(os.path.dirname(path), 'replaced')
-        if os.path.isfile(os.path.join(aside, 'ckpt.pt')):   # train.py's --overwrite, stopped before its first checkpoint
-            raise ConfigError(f"no checkpoint at {path}, but {aside}/ holds the run an interrupted --overwrite set aside: "
-                              f"any python train.py start with --out_dir={os.path.dirname(path)} puts it back (or move "
-                              f"its files back into {os.path.dirname(path)} yourself)")
-        raise ConfigError(f"no checkpoint at {path} (train one first: python train.py --out_dir=...)")
-    try:
-        ckpt = torch.load(path, map_location=device, weights_only=False)
-    except Exception as e:  # truncated, empty, garbage: torch says so in many ways
-        raise ConfigError(f"{path} is unreadable ({os.path.getsize(path)} bytes; {type(e).__name__}: "
-                          f"{str(e).splitlines()[0][:120] if str(e) else 'no detail'}): train again or restore a copy")
-    missing = [k for k in CKPT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
-    if missing:
-        raise ConfigError(f"{path} is not a train.py checkpoint (it lacks {', '.join(missing)})")
-    return ckpt
-
-
-def state_dict_error(e):
-    """The first specific line of load_state_dict's error (a size mismatch, a missing key)."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return (lines[1:] or lines or ['no detail'])[0][:300]
-
-
-def load_weights(model, state, source):
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as e:  # a state dict of other shapes
-        raise ConfigError(f"the weights in {source} do not fit this config's {type(model).__name__}: {state_dict_error(e)}")
-
-
-def load_checkpoint(path, device='cpu'):
-    """(model, checkpoint dict) from an out_dir or a ckpt.pt file."""
-    ckpt = read_checkpoint(path, device)
-    model = build_model(ckpt['model_name'], ckpt['model_args'])
-    try:
-        model.load_state_dict(ckpt['model'])
-    except RuntimeError as e:  # weights of other shapes than the model code builds now
-        raise ConfigError(f"the weights in {path} do not fit the current {ckpt['model_name']} model code: "
-                          f"{state_dict_error(e)}")
-    return model.to(device), ckpt
-
-
-def save_checkpoint(path, ckpt):
-    """Atomic: a crash, a full disk or Ctrl-C mid-write leaves the previous ckpt.pt whole and no
-    temporary file. A write that fails is one line (ConfigError) with the file and the space it needed."""
-    tmp = path + '.tmp'
-    errors = []
-    try:
-        with open(tmp, 'wb') as f:
-            torch.save(ckpt, _Writer(f, errors))
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        e = errors[0] if errors else e   # torch reports a failed write as "unexpected pos"
-        if not isinstance(e, (OSError, RuntimeError)):
-            raise
-        free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
-        kept = f"{path} still holds the previous checkpoint" if os.path.exists(path) else f"there is no {path} yet"
-        raise ConfigError(f"cannot write {tmp}: {getattr(e, 'strerror', None) or str(e).splitlines()[0][:200]} "
-                          f"(it needs about {tensor_bytes(ckpt) / 2**20:.1f} MiB, {free / 2**20:.1f} MiB free); "
-                          f"removed it, {kept}") from None
-
-
-class _Writer:
-    """A file's write that keeps the OSError torch.save would turn into a RuntimeError."""
-    def __init__(self, f, errors):
-        self.f, self.errors = f, errors
-
-    def write(self, b):
-        try:
-            return self.f.write(b)
-        except OSError as e:
-            self.errors.append(e)
-            raise
-
-    def flush(self):
-        self.f.flush()
-
-
-def tensor_bytes(obj):
-    """The bytes of every tensor in a nested checkpoint: about what it takes on disk."""
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, dict):
-        return sum(tensor_bytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(tensor_bytes(v) for v in obj)
-    return 0
 
 
 # ----------------------------------------------------------------------------- devices

@@ -25,7 +25,8 @@ import torch.nn.functional as F
 import configurator
 from configurator import ConfigError, check, parse_args, tokenizer_problem
 from prepare_data import DataError, get_tokenizer
-from models import DEPTH_KNOBS, check_device, check_knobs, load_checkpoint, resolve_device
+from models import DEPTH_KNOBS, check_device, check_knobs, resolve_device
+from run_folder import load_checkpoint
 
 DEFAULTS = dict(
     out_dir='out',

@@ -18,15 +18,10 @@ ChildFailedError report, which repeats the exit code only. Ctrl-C, SIGTERM (a sc
 job) and SIGHUP stop with one line that names the iteration and the command that continues (exit
 130, 143, 129).
 """
-import dataclasses
-import errno
 import functools
 import json
 import math
 import os
-import shlex
-import shutil
-import signal
 import sys
 import time
 import zlib
@@ -38,8 +33,8 @@ from configurator import (ConfigError, check, check_data, check_settings, check_
                           defaults_of, example_starts, fail, parse_args, prepare_hint, read_meta, split_batch, split_hint,
                           stream_record)
 from fon import make_holes
-from models import (build_model, check_device, estimate_memory, load_weights, model_classes, model_fields, peak_flops,
-                    read_checkpoint, resolve_device, save_checkpoint, spec_peak_flops, use_tf32)
+import run_folder
+from models import build_model, check_device, estimate_memory, model_fields, peak_flops, resolve_device, spec_peak_flops, use_tf32
 from parcae import ParcaeMuon, StableAdamW
 
 # ----------------------------------------------------------------------------- defaults
@@ -125,7 +120,7 @@ def resolve_config(argv, with_given=False):
     shape key the model has no field for is refused: it would change nothing."""
     defaults = DEFAULTS
     given = parse_args(argv)
-    name = given.get('model') or (given.get('init_from') == 'resume' and run_model(given.get('out_dir', defaults['out_dir'])))
+    name = given.get('model') or (given.get('init_from') == 'resume' and run_folder.run_model(given.get('out_dir', defaults['out_dir'])))
     name = name or defaults['model']
     fields = model_fields(name)
     known = {**fields, **defaults}
@@ -136,229 +131,6 @@ def resolve_config(argv, with_given=False):
         raise ConfigError(f"the {name} model has no '{k}' (given {given.where(k)}), so it would change nothing; "
                           f"its own keys: {', '.join(fields)}")
     return (cfg, given) if with_given else cfg
-
-
-def run_model(out_dir):
-    """The model a run folder trains (its config.json's), None where there is no readable one: a
-    resumed run's keys are checked against its own model."""
-    try:
-        return json.load(open(os.path.join(out_dir, 'config.json'))).get('model')
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-# ----------------------------------------------------------------------------- the run folder
-# What a resumed run may set anew: how it runs, not what it trains (its data, batch, model,
-# optimizer, schedule and seed are the checkpoint's). The first five are this command's own; the
-# rest keep the checkpoint's value unless given.
-RUN_KEYS = ('out_dir', 'init_from', 'overwrite', 'eval_only', 'dry_run')
-CONTINUE_KEYS = RUN_KEYS + ('max_iters', 'eval_interval', 'log_interval', 'eval_iters', 'always_save_checkpoint',
-                            'data_dir', 'device', 'dtype', 'compile', 'tf32', 'wandb_log', 'wandb_project', 'wandb_run_name')
-
-
-def prepare_out_dir(cfg, given):
-    """The checkpoint to resume (None for a new run), after the checks that keep a trained run
-    safe: a new run never replaces out_dir's ckpt.pt unless told to, and a resumed run continues
-    the run in the checkpoint, so a setting given now that differs from it stops here. Writes nothing."""
-    ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
-    if cfg['init_from'] != 'resume':
-        if os.path.exists(ckpt_path) and cfg['eval_only']:
-            raise ConfigError(f"--eval_only=True with init_from={cfg['init_from']!r} would evaluate a fresh model, not the "
-                              f"trained {ckpt_path}: pass --init_from=resume to evaluate it")
-        if os.path.exists(ckpt_path) and not cfg['overwrite']:
-            raise ConfigError(f"{ckpt_path} holds a trained run: continue it with --init_from=resume, start this run in "
-                              f"another --out_dir, or replace it (and its log) with --overwrite=True")
-        return None
-    if not os.path.isfile(ckpt_path):
-        raise ConfigError(f"init_from='resume' but there is no checkpoint at {ckpt_path} "
-                          f"(a new run: leave init_from at 'scratch')")
-    ckpt = read_checkpoint(ckpt_path)
-    missing = [k for k in ('optimizers', 'scaler', 'rng', 'best_val_loss') if k not in ckpt]
-    if missing:
-        raise ConfigError(f"{ckpt_path} cannot be resumed (it lacks {', '.join(missing)}); "
-                          f"start a new run from its weights with --init_from={cfg['out_dir']} --out_dir=...")
-    if 'model' in given and ckpt['model_name'] != cfg['model']:
-        raise ConfigError(f"{ckpt_path} holds a '{ckpt['model_name']}' model but this config builds '{cfg['model']}'")
-    cfg['model'] = ckpt['model_name']
-    differ = changed_settings(cfg, given, ckpt)
-    if differ:
-        raise ConfigError(f"resume continues the run in {ckpt_path}, and these settings differ from it: " +
-                          ', '.join(differ) + f"; drop them, or start a new run in another --out_dir (a resumed "
-                          f"run may change only {', '.join(CONTINUE_KEYS[5:])})")
-    run = {**DEFAULTS, **model_fields(cfg['model']), **ckpt['config'], **ckpt['model_args']}
-    for k in list(cfg) + list(model_fields(cfg['model'])):
-        if k in run and not (k in RUN_KEYS or (k in CONTINUE_KEYS and k in given)):
-            cfg[k] = run[k]
-    if cfg['max_iters'] < ckpt['iter_num'] and not cfg['eval_only']:
-        raise ConfigError(f"{ckpt_path} holds iter {ckpt['iter_num']}, past --max_iters={cfg['max_iters']}: a resumed run "
-                          f"only goes forward (pass --max_iters above {ckpt['iter_num']}, or --eval_only=True to evaluate it)")
-    return ckpt
-
-
-def changed_settings(cfg, given, ckpt):
-    """'key=now (checkpoint: then)' for each given setting outside CONTINUE_KEYS that differs from
-    the checkpoint's run; None stands for a value derived as it was. Model fields are compared
-    as the model config holds them (derived fields, an int for a per-layer tuple)."""
-    args, run = ckpt['model_args'], {**DEFAULTS, **ckpt['config']}
-    mine = {k: v for k, v in given.items() if k in args and v is not None}
-    try:
-        c = model_classes(cfg['model'])[1](**{**args, **mine})
-        now = {k: getattr(c, k) for k in mine}
-    except (ValueError, TypeError, AssertionError, ZeroDivisionError):
-        now = mine
-    differ = {k: args[k] for k in mine if now[k] != args[k]}
-    differ.update({k: run[k] for k, v in given.items() if k not in args and k not in CONTINUE_KEYS
-                   and k in run and v is not None and v != run[k]})
-    return [f"{k}={given[k]!r} (checkpoint: {then!r})" for k, then in differ.items()]
-
-
-def checkpoint_stamp(cfg):
-    """What says whether out_dir's ckpt.pt changed: (size, mtime), None when there is none."""
-    try:
-        st = os.stat(os.path.join(cfg['out_dir'], 'ckpt.pt'))
-        return st.st_size, st.st_mtime_ns
-    except OSError:     # none there, or out_dir is not a folder (claim_out_dir says so)
-        return None
-
-
-def check_out_dir(out):
-    """out_dir must be a folder or a name a folder can be made at (not a file, not a dangling link)."""
-    if os.path.islink(out) and not os.path.exists(out):
-        raise ConfigError(f"out_dir {out} is a symlink to {os.readlink(out)}, which does not exist: create that "
-                          f"folder, remove the link, or pick another --out_dir")
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ConfigError(f"cannot write to out_dir {out}: it is a file, not a folder; pick another --out_dir")
-
-
-def lock_out_dir(out):
-    """(out/.lock held (flock) by this process, None), or (None, the holder's pid) when another holds it."""
-    import fcntl
-    try:
-        os.makedirs(out, exist_ok=True)
-        lock = open(os.path.join(out, '.lock'), 'a+')
-    except OSError as e:
-        raise ConfigError(f"cannot write to out_dir {out}: {e.strerror or e}" + free_space(os.path.dirname(os.path.abspath(out)), e))
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.seek(0)
-        pid = lock.read().strip() or 'unknown'
-        lock.close()
-        return None, pid
-    return lock, None
-
-
-def claim_out_dir(cfg, stamp):
-    """Hold out_dir/.lock for the life of this process, so that one run writes a folder; a run that
-    finished meanwhile (its ckpt.pt is not the one checked) stops this one. Returns the lock file."""
-    check_out_dir(cfg['out_dir'])
-    lock, pid = lock_out_dir(cfg['out_dir'])
-    if lock is None:
-        raise ConfigError(f"out_dir {cfg['out_dir']} is in use by pid {pid} (another train.py run); "
-                          f"wait for it to end or pick another --out_dir")
-    try:
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"{os.getpid()}\n")
-        lock.flush()
-    except OSError as e:
-        raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}" + free_space(cfg['out_dir'], e))
-    if checkpoint_stamp(cfg) != stamp:
-        raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} changed while this run started (another run "
-                          f"wrote it); run the command again")
-    return lock
-
-
-def trim_log(path, iter_num):
-    """A resumed run continues its log from the checkpoint: records of iterations at or past
-    iter_num (written after the checkpoint by the interrupted run) go, so none appears twice."""
-    if not os.path.isfile(path):
-        return
-    keep = []
-    for line in open(path):
-        try:
-            rec = json.loads(line)
-        except ValueError:      # a line cut short by a kill
-            continue
-        if isinstance(rec, dict) and rec.get('iter', -1) < iter_num:
-            keep.append(json.dumps(rec) + '\n')
-    write_whole(path, ''.join(keep))
-
-
-def write_whole(path, text):
-    """path's new content, whole or not at all (a .tmp beside it, then swapped in)."""
-    try:
-        with open(path + '.tmp', 'w') as f:
-            f.write(text)
-        os.replace(path + '.tmp', path)
-    except BaseException:
-        if os.path.exists(path + '.tmp'):
-            os.remove(path + '.tmp')
-        raise
-
-
-def start_files(cfg, log_path, resume_iter):
-    """config.json, and the log: a new run's empty, a resumed run's trimmed to its checkpoint. A
-    full disk is one line; neither file is left half written."""
-    try:
-        if resume_iter is None:
-            write_whole(log_path, '')
-        else:
-            trim_log(log_path, resume_iter)
-        write_whole(os.path.join(cfg['out_dir'], 'config.json'), json.dumps(cfg, indent=1, default=str))
-    except OSError as e:
-        raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}" + free_space(cfg['out_dir'], e))
-
-
-def free_space(path, e):
-    """', N MiB free' after a full disk's message."""
-    if getattr(e, 'errno', None) != errno.ENOSPC:
-        return ''
-    try:
-        return f" ({shutil.disk_usage(path).free / 2 ** 20:.1f} MiB free)"
-    except OSError:
-        return ''
-
-
-def restore_states(opts, scaler, ckpt, path):
-    """The optimizers' and the fp16 scaler's states from a checkpoint. A run saved without fp16
-    (an empty scaler state) resumed with --dtype=float16 starts a fresh scaler, as a new fp16 run does."""
-    try:
-        for opt, state in zip(opts, ckpt['optimizers']):
-            opt.load_state_dict(state)
-    except (ValueError, KeyError, RuntimeError) as e:
-        raise ConfigError(f"the optimizer state in {path} does not fit this run's optimizers: {str(e).splitlines()[0][:200]}")
-    if ckpt['scaler']:
-        scaler.load_state_dict(ckpt['scaler'])
-
-
-def draws_randomness(model, x, y):
-    """Whether a training forward of model draws from torch's global generators (dropout, Parcae's
-    sampled depth and h_0, TextNCA's sampled steps); the generators are left as they were."""
-    dev = next(model.parameters()).device
-    cuda = dev.type == 'cuda'
-    before = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if cuda else None)
-    model.train()
-    with torch.no_grad():
-        model(x.to(dev), y.to(dev))
-    after = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if cuda else None)
-    torch.set_rng_state(before[0])
-    if cuda:
-        torch.cuda.set_rng_state(before[1], dev)
-    return not torch.equal(before[0], after[0]) or (cuda and not torch.equal(before[1], after[1]))
-
-
-def check_world(cfg, ckpt, model, xy, world, dev):
-    """A resume at another world size sees the same batches (a function of the iteration alone);
-    what it cannot keep is a model's own random draws, made per process from each rank's generator:
-    such a run resumes only at its own world size."""
-    then = len(ckpt['rng'])
-    if then == world or not draws_randomness(model, xy[0][:1], xy[1][:1]):
-        return
-    raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} was trained by {then} process(es) and this resume runs "
-                      f"{world}: the batches would be the same, but this {cfg['model']} model draws random numbers in "
-                      f"training (dropout, sampled depths or noise) from each process's generator, so they would "
-                      f"change; resume it as it ran: {resume_command(cfg, then)}")
 
 
 def agree(err, ddp):
@@ -788,180 +560,6 @@ def import_wandb():
     return wandb
 
 
-def save_run(cfg, model, opts, scaler, meta, it, best_val, data):
-    """ckpt.pt with all an exact resume needs, every rank's RNG states included (collective): the
-    CPU generator's and, on CUDA, the device's (Parcae draws its h_0 there); data: the record of
-    the data it trained on (data_record), which a resume and tools.eval check."""
-    dev = next(model.parameters()).device
-    mine = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == 'cuda' else None)
-    states = [mine]
-    if torch.distributed.is_initialized():
-        states = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(states, mine)
-    rng, cuda_rng = [s[0] for s in states], [s[1] for s in states]
-    if int(os.environ.get('RANK', 0)) == 0:
-        model_args = {f.name: getattr(model.config, f.name) for f in dataclasses.fields(model.config)}
-        save_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), {
-            'model': model.state_dict(), 'optimizers': [o.state_dict() for o in opts],
-            'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
-            'config': cfg, 'meta': meta, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng,
-            'cuda_rng': cuda_rng, 'data': data})
-
-
-def diverged(what, cfg, last_good):
-    ckpt = os.path.join(cfg['out_dir'], 'ckpt.pt')
-    if last_good is None:
-        fail(f"{what}, before the first checkpoint: lower learning_rate and start again with --overwrite=True")
-    fail(f"{what}; {ckpt} still holds the last good state (iter {last_good}): start from it with a lower "
-         f"learning_rate, --init_from={cfg['out_dir']} --out_dir=NEW (a resumed run keeps its recipe)")
-
-
-class Stopped(KeyboardInterrupt):
-    """SIGTERM (a scheduler ending a job) or SIGHUP (a closed terminal): Ctrl-C's treatment."""
-    def __init__(self, signum):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def stop(signum, frame):
-    raise Stopped(signum)
-
-
-def resume_command(cfg, world=None):
-    """The command that continues the run in out_dir, launched as this one was: under torchrun,
-    torchrun with this job's processes per node (world: another world size's)."""
-    script = sys.argv[0] if os.path.basename(sys.argv[0]) == 'train.py' else 'train.py'
-    total = int(os.environ.get('WORLD_SIZE', 1)) if world is None else world
-    per_node = int(os.environ.get('LOCAL_WORLD_SIZE', total)) if world is None else world
-    if 'TORCHELASTIC_RUN_ID' in os.environ or total > 1:
-        launch = (f"torchrun --standalone --nproc_per_node={per_node}" if total == per_node else
-                  f"torchrun --nnodes={total // per_node} --nproc_per_node={per_node} (and this job's rendezvous flags)")
-    else:
-        launch = 'python'
-    return f"{launch} {shlex.quote(script)} --init_from=resume --out_dir={shlex.quote(cfg['out_dir'])}"
-
-
-def interrupted(run, signum=signal.SIGINT):
-    """Ctrl-C, SIGTERM or SIGHUP: one line with the iteration reached and the command that
-    continues; exit 128 + the signal's number (130, 143, 129), as the shell reports a kill."""
-    cfg, it, last_good = run.get('cfg'), run.get('iter'), run.get('last_good')
-    code = 128 + int(signum)
-    how = '' if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
-    where = f" at iter {it}" if it is not None else ""
-    if int(os.environ.get('RANK', 0)) != 0:
-        sys.exit(code)
-    if cfg is None or cfg['eval_only']:
-        print(f"interrupted{how}{where} (nothing was written)", file=sys.stderr)
-    elif last_good is None:
-        back = run.get('aside') and give_back(cfg, run['aside'])
-        print(f"interrupted{how}{where}, before the first checkpoint: nothing to resume" +
-              ("; the run --overwrite was to replace is back in place" if back else ""), file=sys.stderr)
-    else:
-        print(f"interrupted{how}{where}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good}: "
-              f"continue with {resume_command(cfg)}", file=sys.stderr)
-    sys.exit(code)
-
-
-ASIDE = 'replaced'   # out_dir/replaced/: the run that --overwrite replaces, until the new one has a checkpoint
-# what a run writes into its folder (train.py; tools.eval's eval/ and compare/; tools.results' done.json):
-# --overwrite sets these aside and nothing else
-RUN_FILES = ('ckpt.pt', 'config.json', 'log.jsonl', 'eval', 'compare', 'done.json')
-
-
-def run_files(out):
-    """The names of out's own run files; a folder among them that holds a run of its own is not one."""
-    def holds_run(path):
-        return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in ('ckpt.pt', 'config.json'))
-    return [n for n in RUN_FILES if os.path.lexists(os.path.join(out, n)) and not holds_run(os.path.join(out, n))]
-
-
-def set_aside(cfg):
-    """--overwrite over a trained run: move its files (run_files, nothing else: never another run's
-    folder, never a file a run does not write) into out_dir/replaced/, where they stay until this
-    run writes its first checkpoint. None when there is nothing to set aside."""
-    out = cfg['out_dir']
-    if not os.path.exists(os.path.join(out, 'ckpt.pt')):
-        return None
-    aside = os.path.join(out, ASIDE)
-    if os.path.lexists(aside):
-        raise ConfigError(f"{aside} holds a run that an interrupted --overwrite set aside: move its files back into "
-                          f"{out} or delete it, then run again")
-    try:
-        os.makedirs(aside)
-        for name in run_files(out):
-            os.replace(os.path.join(out, name), os.path.join(aside, name))
-    except OSError as e:
-        back = give_back(cfg, aside)
-        raise ConfigError(f"cannot set the replaced run aside in {aside}: {e.strerror or e}" +
-                          ("" if back else f"; its files are in {aside}: move them back into {out}"))
-    return aside
-
-
-def give_back(cfg, aside):
-    """Undo set_aside: this run's files go and the replaced run's come back. True when done."""
-    out = cfg['out_dir']
-    try:
-        for name in run_files(out):
-            path = os.path.join(out, name)
-            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
-        for name in os.listdir(aside):
-            os.replace(os.path.join(aside, name), os.path.join(out, name))
-        os.rmdir(aside)
-        return True
-    except OSError:
-        return False
-
-
-def put_back(cfg):
-    """An --overwrite killed before its first checkpoint leaves the run it replaced in
-    out_dir/replaced/: the next start into out_dir (when no run holds it) puts it back, and says so."""
-    out, aside = cfg['out_dir'], os.path.join(cfg['out_dir'], ASIDE)
-    if int(os.environ.get('RANK', 0)) != 0 or os.path.exists(os.path.join(out, 'ckpt.pt')) \
-            or not os.path.isfile(os.path.join(aside, 'ckpt.pt')):
-        return
-    lock, _ = lock_out_dir(out)
-    if lock is None:    # the --overwrite run is still going
-        return
-    with lock:
-        if give_back(cfg, aside):
-            print(f"put back the run in {aside}, which an --overwrite interrupted before its first checkpoint had "
-                  f"set aside", file=sys.stderr)
-
-
-def peer_gone(e):
-    """Whether e is what a collective raises when another rank has exited."""
-    return isinstance(e, RuntimeError) and (isinstance(e, getattr(torch.distributed, 'DistError', ())) or any(
-        w in str(e) for w in ('Connection closed', 'Connection reset', 'Broken pipe', 'peer')))
-
-
-def main(argv):
-    run = {}    # how far the run got: what Ctrl-C or a failure before the first checkpoint reports
-    # a signal the launcher ignores stays ignored (nohup's SIGHUP)
-    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)
-                if signal.getsignal(sig) is not signal.SIG_IGN}
-    ddp = 'RANK' in os.environ
-    try:
-        train(argv, run)
-    except KeyboardInterrupt as e:
-        interrupted(run, getattr(e, 'signum', signal.SIGINT))
-    except BaseException as e:
-        if ddp and not isinstance(e, SystemExit):
-            # a signal torchrun passed on may have ended a peer while this rank waited in a collective:
-            # its handler runs here, in the sleep, and the stop is Ctrl-C's, not the peer's error
-            try:
-                time.sleep(0.2)
-            except KeyboardInterrupt as k:
-                interrupted(run, getattr(k, 'signum', signal.SIGINT))
-        if run.get('aside') and run.get('last_good') is None:
-            give_back(run['cfg'], run['aside'])
-        if ddp and int(os.environ['RANK']) != 0 and peer_gone(e):
-            sys.exit(1)     # the rank that stopped first says why
-        raise
-    finally:
-        for sig, h in handlers.items():
-            signal.signal(sig, h)
-
-
 def train(argv, run):
     """One run, as its config says; run gets cfg, iter, last_good (the last checkpoint's
     iteration) and aside (the folder a replaced run waits in) as they become known."""
@@ -982,11 +580,7 @@ def train(argv, run):
         if ddp and dev.startswith('cuda'):
             dev = f'cuda:{local_rank}'
             check_device(dev)
-        check_out_dir(cfg['out_dir'])
-        put_back(cfg)
-        stamp = checkpoint_stamp(cfg)
-        ckpt = prepare_out_dir(cfg, given)
-        run.update(cfg=cfg, last_good=ckpt['iter_num'] if ckpt else None)
+        ckpt = run_folder.check_run_folder(run, cfg, given, DEFAULTS)
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world))
     except ConfigError as e:
@@ -1014,20 +608,20 @@ def train(argv, run):
         meta, streams, mask, record = load_data(cfg, master, ddp, ckpt.get('data') if ckpt else None)
         raw_model = build_model(cfg['model'], cfg)
         if ckpt is not None:
-            load_weights(raw_model, ckpt['model'], ckpt_path)
+            run_folder.load_weights(raw_model, ckpt['model'], ckpt_path)
         elif cfg['init_from'] != 'scratch':
-            src = read_checkpoint(cfg['init_from'])
+            src = run_folder.read_checkpoint(cfg['init_from'])
             if src['model_name'] != cfg['model']:
                 raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
-            load_weights(raw_model, src['model'], cfg['init_from'])
+            run_folder.load_weights(raw_model, src['model'], cfg['init_from'])
         raw_model.to(dev)
         # optimizers (AdamW, + Muon for hidden matrices); a resumed run restores them and the scaler
         opts = configure_optimizers(raw_model, cfg, device_type)
         scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
         if ckpt is not None:
-            restore_states(opts, scaler, ckpt, ckpt_path)
+            run_folder.restore_states(opts, scaler, ckpt, ckpt_path)
             if not cfg['eval_only']:
-                check_world(cfg, ckpt, raw_model, get_batch('train', ckpt['iter_num'], 0, cfg, streams, mask)[:2], world, dev)
+                run_folder.check_world(cfg, ckpt, raw_model, get_batch('train', ckpt['iter_num'], 0, cfg, streams, mask)[:2], world, dev)
     except ConfigError as e:
         err = str(e)
     try:
@@ -1035,9 +629,7 @@ def train(argv, run):
         log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
         if master and not cfg['eval_only']:   # a new run starts its own log; a resumed one trims its log to the checkpoint
             try:
-                lock = claim_out_dir(cfg, stamp)    # noqa: F841 (held until the process ends)
-                run['aside'] = set_aside(cfg) if ckpt is None else None
-                start_files(cfg, log_path, ckpt['iter_num'] if ckpt else None)
+                run_folder.claim_run_folder(run, ckpt)
             except ConfigError as e:
                 err = str(e)
         agree(err, ddp)
@@ -1052,7 +644,6 @@ def train(argv, run):
         if device_type == 'cuda' and cuda_rng is not None:
             torch.cuda.set_rng_state(cuda_rng.cpu(), dev)
         iter_num, best_val = ckpt['iter_num'], ckpt['best_val_loss']
-    resumed = ckpt is not None
     del ckpt    # its tensors
     model = torch.compile(raw_model) if use_compile else raw_model
     if ddp:
@@ -1084,11 +675,10 @@ def train(argv, run):
     # --- the loop
     model.train()
     t0 = time.time()
-    last_good, first_iter = iter_num if resumed else None, iter_num
+    first_iter = iter_num
     batch = None    # the next micro-step's (x, y, forward keywords, loss weight), on the device
-    run['last_good'] = last_good
     while True:
-        run['iter'] = iter_num
+        run.iter = iter_num
         lr = set_schedule(opts, iter_num, cfg)
         # a resumed run evaluates where it starts, as its log was trimmed there
         if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
@@ -1101,16 +691,10 @@ def train(argv, run):
                 log_jsonl(log_path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
                                      'val_loss': losses['val'], 'tokens': iter_num * tokens_per_iter}, wandb)
             if not all(math.isfinite(v) for v in losses.values()):
-                diverged(f"eval loss is not finite at iter {iter_num}", cfg, last_good)
+                run_folder.diverged(f"eval loss is not finite at iter {iter_num}", run)
             if losses['val'] < best_val or cfg['always_save_checkpoint']:
                 best_val = min(best_val, losses['val'])
-                try:
-                    save_run(cfg, raw_model, opts, scaler, meta, iter_num, best_val, record)
-                except ConfigError as e:
-                    fail(e)
-                last_good = run['last_good'] = iter_num
-                if run.get('aside'):   # this run has a checkpoint: the one it replaces goes
-                    shutil.rmtree(run.pop('aside'), ignore_errors=True)
+                run_folder.save(run, raw_model, opts, scaler, meta, iter_num, best_val, record)
         if iter_num >= cfg['max_iters']:
             break
 
@@ -1140,7 +724,7 @@ def train(argv, run):
         if iter_num % cfg['log_interval'] == 0 and master:
             lossf = loss.item() * accum
             if not math.isfinite(lossf):
-                diverged(f"training loss is {lossf} at iter {iter_num}", cfg, last_good)
+                run_folder.diverged(f"training loss is {lossf} at iter {iter_num}", run)
             t1 = time.time()
             dt = (t1 - t0) / (cfg['log_interval'] if iter_num > 0 else 1)
             t0 = t1
@@ -1160,7 +744,7 @@ def train(argv, run):
             log_jsonl(log_path, rec, wandb)
         iter_num += 1
     if master and not cfg['eval_only']:
-        print(f"done: {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good} (best val loss {best_val:.4f}); "
+        print(f"done: {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {run.last_good} (best val loss {best_val:.4f}); "
               f"next: python sample.py --out_dir={cfg['out_dir']}  or  python -m tools.eval --out_dir={cfg['out_dir']}")
 
     if ddp:
@@ -1169,6 +753,11 @@ def train(argv, run):
         torch.distributed.barrier()
         del model
         torch.distributed.destroy_process_group()
+
+
+def main(argv):
+    run = run_folder.Run()
+    run_folder.guard(run, lambda: train(argv, run))
 
 
 if __name__ == '__main__':

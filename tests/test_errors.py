@@ -191,11 +191,11 @@ def cases(d):
 
 
 def full_disk(main, room=4096):
-    """main, run where every file models.py opens takes room bytes, then raises ENOSPC."""
+    """main, run where every checkpoint file run_folder.py writes takes room bytes, then raises ENOSPC."""
     import builtins
     import errno
 
-    import models
+    import run_folder
 
     class Full:
         def __init__(self, f):
@@ -217,7 +217,7 @@ def full_disk(main, room=4096):
             self.f.close()
 
     def run(args):
-        models.open = lambda *a, **k: Full(builtins.open(*a, **k))
+        run_folder.open = lambda path, mode='r', *a, **k: (Full if mode == 'wb' else lambda f: f)(builtins.open(path, mode, *a, **k))
         main(args)
     return run
 

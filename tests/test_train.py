@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import models
+import run_folder
 from conftest import get_batch, read_log, run_script, train_script
 
 TINY = ['--dataset=tiny', '--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=8',
@@ -125,8 +126,7 @@ def test_ddp_two_gloo_processes(char_data, tmp_path):
     assert len(ckpt['rng']) == len(ckpt['cuda_rng']) == 2   # every rank's generators, the device's too (None on a CPU)
     # every rank takes the checkpoint decision from the same number: the eval set of one process
     # (batch k scored by rank k % 2, the sums reduced), recomputed here from the saved weights
-    import models
-    model, ckpt = models.load_checkpoint(out)
+    model, ckpt = run_folder.load_checkpoint(out)
     model.eval()
     cfg = ckpt['config']
     with torch.no_grad():
@@ -200,10 +200,10 @@ def test_a_resume_at_another_world_size_continues_or_says_why_not(char_data, tmp
     T = train_script()
     cfg = {**T.DEFAULTS, 'model': 'gpt', 'out_dir': str(b), 'n_layer': 1, 'n_head': 2, 'n_embd': 16, 'vocab_size': 13}
     xy = (torch.zeros(1, 8, dtype=torch.long), torch.zeros(1, 8, dtype=torch.long))
-    T.check_world(cfg, {'rng': [None, None]}, models.build_model('gpt', cfg), xy, 1, 'cpu')
+    run_folder.check_world(cfg, {'rng': [None, None]}, models.build_model('gpt', cfg), xy, 1, 'cpu')
     with pytest.raises(T.ConfigError, match='trained by 2 process.*torchrun --standalone --nproc_per_node=2'):
-        T.check_world({**cfg, 'dropout': 0.1}, {'rng': [None, None]}, models.build_model('gpt', {**cfg, 'dropout': 0.1}),
-                      xy, 1, 'cpu')
+        run_folder.check_world({**cfg, 'dropout': 0.1}, {'rng': [None, None]},
+                               models.build_model('gpt', {**cfg, 'dropout': 0.1}), xy, 1, 'cpu')
 
 
 def test_torchrun_with_the_default_arguments(tmp_path):

@@ -44,6 +44,7 @@ import torch
 
 import configurator
 import models
+import run_folder
 from configurator import ConfigError, check, parse_args, prepare_hint
 from fon import make_holes
 from prepare_data import get_tokenizer, gpt2_encoding
@@ -251,7 +252,7 @@ class Evaluator:
     def __init__(self, cfg, knobs):
         self.opt = cfg
         self.dev, self.ptdtype, self.ctx = models.resolve_device(cfg['device'], cfg['dtype'])
-        self.model, ckpt = models.load_checkpoint(cfg['out_dir'], self.dev)
+        self.model, ckpt = run_folder.load_checkpoint(cfg['out_dir'], self.dev)
         self.model.eval()
         self.name = ckpt['model_name']
         self.knob_names = [k for k in self.model.knobs if k != 'holes']
@@ -632,7 +633,7 @@ def read_run(path):
         except (ValueError, UnicodeDecodeError) as e:
             raise ConfigError(f"{cfg_path} is not valid JSON ({e})")
     elif os.path.isfile(os.path.join(path, 'ckpt.pt')):
-        cfg = models.read_checkpoint(path)['config']
+        cfg = run_folder.read_checkpoint(path)['config']
     else:
         raise ConfigError(f"{path} is not a run folder (no config.json or ckpt.pt)")
     cfg = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}
