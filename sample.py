@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 
 import configurator
-from configurator import ConfigError, check, parse_args, tokenizer_problem
-from prepare_data import DataError, get_tokenizer
+from configurator import ConfigError, check, parse_args
+from prepare_data import DataError, get_tokenizer, tokenizer_problem
 from models import DEPTH_KNOBS, check_device, check_knobs, resolve_device
 from run_folder import load_checkpoint
 

@@ -29,9 +29,9 @@ import zlib
 import numpy as np
 import torch
 
-from configurator import (ConfigError, check, check_data, check_settings, check_tokens, data_record, dataset_vocab,
-                          defaults_of, example_starts, fail, parse_args, prepare_hint, read_meta, split_batch, split_hint,
-                          stream_record)
+from configurator import ConfigError, check, check_settings, defaults_of, fail, parse_args
+from prepare_data import (check_data, check_tokens, data_record, dataset_vocab, example_starts, get_tokenizer, prepare,
+                          prepare_hint, read_meta, stream_record)
 from fon import make_holes
 import run_folder
 from models import build_model, check_device, estimate_memory, model_fields, peak_flops, resolve_device, spec_peak_flops, use_tf32
@@ -226,6 +226,30 @@ def print_sizes(cfg):
     print(f"fits on a 40 GB / 80 GB GPU: {fits[0]} / {fits[1]} (keeping 10% for the CUDA context and the allocator)")
 
 
+# ----------------------------------------------------------------------------- the batch
+def split_batch(cfg, world):
+    """(micro-batch, micro-steps) per process so that an iteration holds batch_size *
+    gradient_accumulation_steps sequences over `world` processes: the largest micro-batch up to
+    batch_size that divides a process's share. None when the sequences do not divide by world."""
+    seqs = cfg['batch_size'] * cfg['gradient_accumulation_steps']
+    if seqs % world:
+        return None
+    share = seqs // world
+    batch = max(b for b in range(1, min(cfg['batch_size'], share) + 1) if share % b == 0)
+    return batch, share // batch
+
+
+def split_hint(cfg, world):
+    """The values that would divide: the next gradient_accumulation_steps, or batch_size."""
+    B, A = cfg['batch_size'], cfg['gradient_accumulation_steps']
+    A2 = A * world // math.gcd(B * A, world)
+    step = world // math.gcd(A, world)
+    B2 = (B // step) * step or step
+    return (f"batch_size * gradient_accumulation_steps = {B} * {A} sequences per iteration do not split over "
+            f"{world} processes: pass --gradient_accumulation_steps={A2} ({B * A2} sequences) or --batch_size={B2} "
+            f"({B2 * A} sequences)")
+
+
 # ----------------------------------------------------------------------------- data
 def data_streams(cfg):
     """The .bin files a run reads: train and val, and the synthetic battery's train stream that
@@ -277,9 +301,8 @@ def load_data(cfg, master, ddp, then=None):
     if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
         err = None
         if master:
-            import prepare_data
             try:
-                prepare_data.prepare('synthetic', out_dir=cfg['data_dir'])
+                prepare('synthetic', out_dir=cfg['data_dir'])
             except OSError as e:
                 err = f"cannot write the synthetic data under data_dir {cfg['data_dir']}: {e.strerror or e}"
         agree(err, ddp)
@@ -309,8 +332,7 @@ def load_data(cfg, master, ddp, then=None):
 
 def answer_windows(streams, paths, meta, T):
     """loss_on='answers' scores only the answers of a synthetic set, so its windows start where an
-    example does: {'train_starts': positions, 'val_starts': positions} (configurator.example_starts)."""
-    from prepare_data import get_tokenizer
+    example does: {'train_starts': positions, 'val_starts': positions} (prepare_data.example_starts)."""
     newline = get_tokenizer(meta)[0]('\n')
     return {f'{s}_starts': example_starts(paths[s], newline, T, data=streams[s][0]) for s in ('train', 'val')}
 

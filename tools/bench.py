@@ -65,9 +65,10 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
 import configurator
+import prepare_data
+import train
 from configurator import ConfigError, check, parse_args
 from models import MODELS, build_model, model_classes, model_fields, peak_flops, resolve_device, use_tf32
-import train
 from train import configure_optimizers, resolve_config
 from tools.report import write_text
 
@@ -204,9 +205,9 @@ def file_configs(paths, opt):
         extra = [f'--{k}={opt[k]}' for k in ('batch_size', 'block_size') if opt[k] is not None]
         cfg = resolve_config([path] + extra)
         if cfg['vocab_size'] is None:
-            meta = configurator.read_meta(cfg)
+            meta = prepare_data.read_meta(cfg)
             if meta is not None:
-                cfg['vocab_size'] = configurator.dataset_vocab(cfg, meta)[0]
+                cfg['vocab_size'] = prepare_data.dataset_vocab(cfg, meta)[0]
             else:
                 cfg['vocab_size'] = model_fields(cfg['model'])['vocab_size']
         out.append((os.path.splitext(os.path.basename(path))[0], cfg))

@@ -44,10 +44,11 @@ import torch
 
 import configurator
 import models
+import prepare_data
 import run_folder
-from configurator import ConfigError, check, parse_args, prepare_hint
+from configurator import ConfigError, check, parse_args
 from fon import make_holes
-from prepare_data import get_tokenizer, gpt2_encoding
+from prepare_data import get_tokenizer, gpt2_encoding, prepare_hint
 from tools.eval_fill import compare_battery, run_battery, run_infill
 from tools.report import axes, save_figure, write_json
 
@@ -268,18 +269,18 @@ class Evaluator:
         for k in ('batch_size', 'seed', 'data_dir', 'dataset', 'eval_iters'):
             if cfg[k] is not None:
                 self.tcfg[k] = cfg[k]
-        self.meta = configurator.read_meta(self.tcfg) or ckpt.get('meta')
+        self.meta = prepare_data.read_meta(self.tcfg) or ckpt.get('meta')
         if self.meta is None:
             raise ConfigError(f"{self.tcfg['data_dir']}/{self.tcfg['dataset']} holds no data (meta.json, or nanoGPT's "
                               f"train.bin with or without meta.pkl): eval needs the checkpoint's data (set --data_dir / --dataset)")
-        if configurator.tokenizer_problem(self.meta):
-            raise ConfigError(f"the meta in the checkpoint in {cfg['out_dir']} {configurator.tokenizer_problem(self.meta)}")
+        if prepare_data.tokenizer_problem(self.meta):
+            raise ConfigError(f"the meta in the checkpoint in {cfg['out_dir']} {prepare_data.tokenizer_problem(self.meta)}")
         self.vocab = self.model.config.vocab_size
         if self.tcfg['dataset'] == ckpt['config'].get('dataset'):   # the run's own data, as it trained on it
             self.check_data(ckpt.get('data'))
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f"{cfg['split']}.bin")
         if os.path.isfile(path):   # a missing one is named where it is read
-            configurator.check_tokens(path, 1, self.vocab)
+            prepare_data.check_tokens(path, 1, self.vocab)
         mid = self.tcfg.get('mask_id')
         self.mask_id = mid if mid is not None else self.meta.get('mask_id', self.meta['vocab_size'])
         check_vocabulary(ckpt.get('meta'), self.meta, f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}", self.trained_on)
@@ -297,8 +298,8 @@ class Evaluator:
             path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
             if os.path.isfile(path):
                 with open(path, 'rb') as f:
-                    streams[split] = configurator.stream_record(f)
-        configurator.check_data(then, configurator.data_record(self.tcfg, self.meta, streams),
+                    streams[split] = prepare_data.stream_record(f)
+        prepare_data.check_data(then, prepare_data.data_record(self.tcfg, self.meta, streams),
                                 os.path.join(self.tcfg['data_dir'], self.tcfg['dataset']),
                                 "evaluate it on the data it trained on (--data_dir), or train again on this data")
 
@@ -320,7 +321,7 @@ class Evaluator:
         g = self.generator(split, -1 - k, 0)
         if self.answers_only:   # train.py's windows of such a run start where an example does
             if split not in self.starts:    # one scan of the stream, not one per batch
-                self.starts[split] = configurator.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T)
+                self.starts[split] = prepare_data.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T)
             starts = self.starts[split]
             ix = starts[torch.randint(len(starts), (n,), generator=g).numpy()].tolist()
         else:

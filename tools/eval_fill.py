@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import configurator
+import prepare_data
 import run_folder
 from battery import CHANCE, DATASETS, FAR, FUTURE, NEAR, TASKS, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
 from configurator import ConfigError
@@ -110,7 +111,7 @@ def battery_examples(ev, n):
     meta, name = ev.meta, ev.tcfg['dataset']
     if ev.tcfg.get('p_synth', 0) > 0:
         name = ev.tcfg['synth_dataset']
-        meta = configurator.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': name}) or meta
+        meta = prepare_data.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': name}) or meta
     if 'tasks' in meta and 'n_train' in meta:
         tasks = DATASETS.get(meta['name'], TASKS)
         path = os.path.join(ev.tcfg['data_dir'], name, 'val.bin')
