@@ -398,7 +398,11 @@ class GPT(nn.Module):
         logits = self._head(self._blocks(self._embed(idx, 0), idx, causal=causal))
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+            flat, t = logits.float().view(-1, logits.size(-1)), targets.reshape(-1)
+            if causal:
+                loss = F.cross_entropy(flat, t, ignore_index=-1)
+            else:   # the mean over the targets given (the holes): a batch without holes scores 0, a step adding nothing
+                loss = F.cross_entropy(flat, t, ignore_index=-1, reduction='sum') / (t != -1).sum().clamp(min=1)
         return logits, loss
 
     # incremental decoding with a KV cache (windowed layers keep only their last w keys)

@@ -236,6 +236,18 @@ def free_space(path, e):
         return ''
 
 
+def load_start(model, cfg, ckpt):
+    """The weights a run starts from: the checkpoint's on resume, another run's with init_from=DIR
+    (of the same model), else the fresh ones model was built with."""
+    if ckpt is not None:
+        load_weights(model, ckpt['model'], os.path.join(cfg['out_dir'], 'ckpt.pt'))
+    elif cfg['init_from'] != 'scratch':
+        src = read_checkpoint(cfg['init_from'])
+        if src['model_name'] != cfg['model']:
+            raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
+        load_weights(model, src['model'], cfg['init_from'])
+
+
 def restore_states(opts, scaler, ckpt, path):
     """The optimizers' and the fp16 scaler's states from a checkpoint. A run saved without fp16
     (an empty scaler state) resumed with --dtype=float16 starts a fresh scaler, as a new fp16 run does."""

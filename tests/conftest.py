@@ -76,4 +76,4 @@ def get_batch(cfg, split, it, micro=0, rank=0, world=1, mask=None):
     T = train_script()
     paths = T.data_streams({**T.DEFAULTS, **cfg})
     streams = T.open_streams({k: p for k, p in paths.items() if os.path.isfile(p)})[0]   # a test may write one split
-    return T.get_batch(split, it, micro, {**T.DEFAULTS, **cfg}, streams, mask, rank, world)
+    return T.draw_batch(split, it, micro, {**T.DEFAULTS, **cfg}, streams, mask, rank, world)

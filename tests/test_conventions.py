@@ -336,7 +336,7 @@ def spied_run(T, monkeypatch, args, lazy=False):
     """Runs train.py in this process; returns the events (fetch, forward, backward) of its training
     steps, and each step's input. lazy: every batch is read only where the step uses it (no prefetch)."""
     events, inputs = [], []
-    fetch, build = T.train.__globals__['train_batch'], T.train.__globals__['build_model']
+    fetch, build = T.train.__globals__['get_batch'], T.train.__globals__['build_model']
 
     class Later:
         def __init__(self, *a):
@@ -345,9 +345,11 @@ def spied_run(T, monkeypatch, args, lazy=False):
         def __iter__(self):
             return iter(fetch(*self.a))
 
-    def train_batch(it, micro, *a):
+    def get_batch(split, it, micro, *a):
+        if split != 'train' or it < 0:   # an eval batch
+            return fetch(split, it, micro, *a)
         events.append(('fetch', it, micro))
-        return Later(it, micro, *a) if lazy else fetch(it, micro, *a)
+        return Later(split, it, micro, *a) if lazy else fetch(split, it, micro, *a)
 
     def tracked(name, cfg):
         m = build(name, cfg)
@@ -362,7 +364,7 @@ def spied_run(T, monkeypatch, args, lazy=False):
             return logits, loss
         m.forward = spy
         return m
-    monkeypatch.setitem(T.train.__globals__, 'train_batch', train_batch)
+    monkeypatch.setitem(T.train.__globals__, 'get_batch', get_batch)
     monkeypatch.setitem(T.train.__globals__, 'build_model', tracked)
     T.main(args)
     return events, inputs
