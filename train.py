@@ -743,9 +743,9 @@ def block_order(seed, epoch, nblocks):
 
 # ----------------------------------------------------------------------------- the machine
 def idle_cores(cores, read=lambda: open('/proc/stat').read(), wait=0.2):
-    """How many of `cores` (cpu ids) sat idle over the last `wait` seconds, from two reads of
-    /proc/stat's per-core times (idle + iowait over all); this process sleeps meanwhile, so it is
-    not counted. None where there is no /proc/stat."""
+    """How many of the given cores (cpu ids) sat idle over the next `wait` seconds, read from the
+    per-core times in /proc/stat (idle and iowait over all). This process sleeps meanwhile, so it
+    does not count itself. None where there is no /proc/stat."""
     def times():
         rows = {}
         for line in read().splitlines():
@@ -767,10 +767,10 @@ def idle_cores(cores, read=lambda: open('/proc/stat').read(), wait=0.2):
 
 
 def cpu_threads(read=lambda: open('/proc/stat').read(), wait=0.2):
-    """Threads for a CPU run when OMP_NUM_THREADS is unset: the cores idle right now, at least one.
-    On a shared 2-core machine under load, torch's default (every core) spun against the other jobs
-    (835 vs 288 ms/iter with 2 threads vs 1); the 1-minute load average instead still counts a job
-    that just ended, and gave an idle machine 1 thread (37.8 vs 25.3 ms/iter)."""
+    """Sets the threads of a CPU run to the cores idle right now (at least one, shared among
+    torchrun's ranks), because threads that compete with other jobs for a core slow torch many
+    times over (docs/tools.md has the measurements). Leaves OMP_NUM_THREADS's choice alone.
+    Returns the line the run prints, None when OMP_NUM_THREADS is set."""
     if 'OMP_NUM_THREADS' in os.environ:
         return None
     cpus = os.sched_getaffinity(0) if hasattr(os, 'sched_getaffinity') else set(range(os.cpu_count() or 1))
