@@ -1,5 +1,7 @@
 """
-The one trainer, for every model in the repo; read it top to bottom.
+The one trainer, for every model in the repo. Read top to bottom, a training step comes first:
+the defaults, get_batch, the optimizers and their schedule, then the loop in train(); below it
+come the phases train() calls (setup, build, logging) and the details of the data and the machine.
 
     python train.py                                     # small GPT on the offline synthetic battery
     python train.py config/parcae_140m.py --batch_size=16
@@ -31,14 +33,14 @@ import zlib
 import numpy as np
 import torch
 
-from configurator import ConfigError, check, check_settings, defaults_of, fail, parse_args
-from prepare_data import (check_data, check_tokens, data_record, dataset_vocab, example_starts, get_tokenizer, prepare,
-                          prepare_hint, read_meta, stream_record)
-from fon import make_holes
 import run_folder
+from configurator import ConfigError, check, check_settings, defaults_of, fail, parse_args
+from fon import make_holes
 from models import (build_model, check_device, estimate_memory, model_classes, model_fields, peak_flops, resolve_device,
                     spec_peak_flops, use_tf32)
 from parcae import ParcaeMuon, StableAdamW
+from prepare_data import (check_data, check_tokens, data_record, dataset_vocab, example_starts, get_tokenizer, prepare,
+                          prepare_hint, read_meta, stream_record)
 
 # ----------------------------------------------------------------------------- defaults
 # I/O
@@ -144,60 +146,6 @@ def get_batch(split, it, micro, data):
     return to_device(x, data.dev), to_device(y, data.dev), kw
 
 
-def draw_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
-    """(x, y, holes) on the CPU for micro-step `micro` of iteration `it` on this rank. The iteration's
-    batch_size * gradient_accumulation_steps sequences are drawn as one, from one generator of
-    (seed, split, it), and each rank's micro-step takes its rows: the batches are a function of the
-    iteration alone, whatever the world size or micro-batch split (one process, one micro-step
-    draws as it always did). Eval sets use negative iterations, one whole batch_size batch each,
-    plain LM windows (a causal=False run's: every window holed); training batches may mix in
-    synthetic sequences (p_synth, FON's pretraining) and get holes (p_fill, FON's hole fine-tuning)."""
-    T = cfg['block_size']
-    training = split == 'train' and it >= 0
-    n, accum = split_batch(cfg, world) if training else (cfg['batch_size'], 1)
-    S = n * accum * (world if training else 1)
-    rows = slice((rank * accum + micro) * n, (rank * accum + micro + 1) * n) if training else slice(0, S)
-    g = batch_generator(cfg, 0, split, it, 0)
-    marks = full_marks = None
-    if cfg['sampler'] == 'blocks' and training:
-        xy = blocks(streams[split], range(it * S + rows.start, it * S + rows.stop), T, cfg['seed'])
-    else:
-        starts = streams.get(f'{split}_starts')    # loss_on='answers': a window starts with an example
-        ix = (torch.randint(len(streams[split][0]) - T - 1, (S,), generator=g).tolist() if starts is None else
-              starts[torch.randint(len(starts), (S,), generator=g).numpy()].tolist())
-        xy, marks = windows(streams[split], ix[rows], T)
-        if cfg['p_fill'] > 0 and streams[split][1] is not None:
-            full_marks = windows(streams[split], ix, T)[1]
-    if cfg['p_synth'] > 0 and training:
-        use = torch.rand(S, generator=g) < cfg['p_synth']
-        if use.any():
-            six = torch.randint(len(streams['synth_train'][0]) - T - 1, (int(use.sum()),), generator=g).tolist()
-            at = (torch.cumsum(use, 0) - 1).tolist()    # row -> its draw among the synthetic rows
-            mine = use[rows]
-            if mine.any():
-                rows_here = [r for r in range(rows.start, rows.stop) if use[r]]
-                xy[mine], synth_marks = windows(streams['synth_train'], [six[at[r]] for r in rows_here], T)
-                if synth_marks is not None:
-                    marks = torch.zeros_like(xy, dtype=torch.bool) if marks is None else marks
-                    marks[mine] = synth_marks
-            if cfg['p_fill'] > 0 and streams['synth_train'][1] is not None:
-                synth_all = windows(streams['synth_train'], six, T)[1]
-                full_marks = torch.zeros(S, T + 1, dtype=torch.bool) if full_marks is None else full_marks
-                full_marks[use] = synth_all
-    x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
-    if cfg['loss_on'] == 'answers':     # the depth task: no signal from the text around the answer
-        y = y.masked_fill(~marks[:, 1:], -1)
-    holes = None
-    if cfg['p_fill'] > 0 and (training or not cfg['causal']):    # a causal=False run is scored at holes
-        # drawn for all S rows, so a row's holes do not depend on which rank reads it
-        blank = torch.zeros(S, T, dtype=torch.long)
-        holes = make_holes(blank, blank, 0, g, cfg['p_fill'] if training else 1.0, cfg['hole_stride'],
-                           cfg['p_hole'], None if full_marks is None else full_marks[:, :-1])[2][rows]
-        y = torch.where(holes, x, y)
-        x = x.masked_fill(holes, mask)
-    return x, y, holes
-
-
 def hole_targets(y, holes):
     """A causal=False run's targets: the hole's token at a hole, ignored (-1) everywhere else,
     where full attention sees the next token in the input (a batch without holes scores 0)."""
@@ -210,18 +158,6 @@ def to_device(t, dev):
     if dev.startswith('cuda'):
         t = t.pin_memory()
     return t.to(dev, non_blocking=True)
-
-
-def split_batch(cfg, world):
-    """(micro-batch, micro-steps) per process so that an iteration holds batch_size *
-    gradient_accumulation_steps sequences over `world` processes: the largest micro-batch up to
-    batch_size that divides a process's share. None when the sequences do not divide by world."""
-    seqs = cfg['batch_size'] * cfg['gradient_accumulation_steps']
-    if seqs % world:
-        return None
-    share = seqs // world
-    batch = max(b for b in range(1, min(cfg['batch_size'], share) + 1) if share % b == 0)
-    return batch, share // batch
 
 
 # ----------------------------------------------------------------------------- optimizers and their schedule
@@ -608,6 +544,73 @@ def import_wandb():
     return wandb
 
 
+# ----------------------------------------------------------------------------- the data's details
+def draw_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
+    """(x, y, holes) on the CPU for micro-step `micro` of iteration `it` on this rank. The iteration's
+    batch_size * gradient_accumulation_steps sequences are drawn as one, from one generator of
+    (seed, split, it), and each rank's micro-step takes its rows: the batches are a function of the
+    iteration alone, whatever the world size or micro-batch split (one process, one micro-step
+    draws as it always did). Eval sets use negative iterations, one whole batch_size batch each,
+    plain LM windows (a causal=False run's: every window holed); training batches may mix in
+    synthetic sequences (p_synth, FON's pretraining) and get holes (p_fill, FON's hole fine-tuning)."""
+    T = cfg['block_size']
+    training = split == 'train' and it >= 0
+    n, accum = split_batch(cfg, world) if training else (cfg['batch_size'], 1)
+    S = n * accum * (world if training else 1)
+    rows = slice((rank * accum + micro) * n, (rank * accum + micro + 1) * n) if training else slice(0, S)
+    g = batch_generator(cfg, 0, split, it, 0)
+    marks = full_marks = None
+    if cfg['sampler'] == 'blocks' and training:
+        xy = blocks(streams[split], range(it * S + rows.start, it * S + rows.stop), T, cfg['seed'])
+    else:
+        starts = streams.get(f'{split}_starts')    # loss_on='answers': a window starts with an example
+        ix = (torch.randint(len(streams[split][0]) - T - 1, (S,), generator=g).tolist() if starts is None else
+              starts[torch.randint(len(starts), (S,), generator=g).numpy()].tolist())
+        xy, marks = windows(streams[split], ix[rows], T)
+        if cfg['p_fill'] > 0 and streams[split][1] is not None:
+            full_marks = windows(streams[split], ix, T)[1]
+    if cfg['p_synth'] > 0 and training:
+        use = torch.rand(S, generator=g) < cfg['p_synth']
+        if use.any():
+            six = torch.randint(len(streams['synth_train'][0]) - T - 1, (int(use.sum()),), generator=g).tolist()
+            at = (torch.cumsum(use, 0) - 1).tolist()    # row -> its draw among the synthetic rows
+            mine = use[rows]
+            if mine.any():
+                rows_here = [r for r in range(rows.start, rows.stop) if use[r]]
+                xy[mine], synth_marks = windows(streams['synth_train'], [six[at[r]] for r in rows_here], T)
+                if synth_marks is not None:
+                    marks = torch.zeros_like(xy, dtype=torch.bool) if marks is None else marks
+                    marks[mine] = synth_marks
+            if cfg['p_fill'] > 0 and streams['synth_train'][1] is not None:
+                synth_all = windows(streams['synth_train'], six, T)[1]
+                full_marks = torch.zeros(S, T + 1, dtype=torch.bool) if full_marks is None else full_marks
+                full_marks[use] = synth_all
+    x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
+    if cfg['loss_on'] == 'answers':     # the depth task: no signal from the text around the answer
+        y = y.masked_fill(~marks[:, 1:], -1)
+    holes = None
+    if cfg['p_fill'] > 0 and (training or not cfg['causal']):    # a causal=False run is scored at holes
+        # drawn for all S rows, so a row's holes do not depend on which rank reads it
+        blank = torch.zeros(S, T, dtype=torch.long)
+        holes = make_holes(blank, blank, 0, g, cfg['p_fill'] if training else 1.0, cfg['hole_stride'],
+                           cfg['p_hole'], None if full_marks is None else full_marks[:, :-1])[2][rows]
+        y = torch.where(holes, x, y)
+        x = x.masked_fill(holes, mask)
+    return x, y, holes
+
+
+def split_batch(cfg, world):
+    """(micro-batch, micro-steps) per process so that an iteration holds batch_size *
+    gradient_accumulation_steps sequences over `world` processes: the largest micro-batch up to
+    batch_size that divides a process's share. None when the sequences do not divide by world."""
+    seqs = cfg['batch_size'] * cfg['gradient_accumulation_steps']
+    if seqs % world:
+        return None
+    share = seqs // world
+    batch = max(b for b in range(1, min(cfg['batch_size'], share) + 1) if share % b == 0)
+    return batch, share // batch
+
+
 def split_hint(cfg, world):
     """The values that would divide: the next gradient_accumulation_steps, or batch_size."""
     B, A = cfg['batch_size'], cfg['gradient_accumulation_steps']
@@ -619,7 +622,6 @@ def split_hint(cfg, world):
             f"({B2 * A} sequences)")
 
 
-# ----------------------------------------------------------------------------- the data's details
 def data_streams(cfg):
     """The .bin files a run reads: train and val, and the synthetic battery's train stream that
     p_synth mixes into training."""
