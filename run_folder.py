@@ -64,6 +64,35 @@ def save(run, model, opts, scaler, meta, it, best_val, data):
         run.aside = None
 
 
+def guard(run, body):
+    """Runs body() with Ctrl-C, SIGTERM and SIGHUP stopping it in one line (interrupted), and a run
+    that fails before its first checkpoint putting back the run --overwrite set aside."""
+    # a signal the launcher ignores stays ignored (nohup's SIGHUP)
+    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
+    ddp = 'RANK' in os.environ
+    try:
+        body()
+    except KeyboardInterrupt as e:
+        interrupted(run, getattr(e, 'signum', signal.SIGINT))
+    except BaseException as e:
+        if ddp and not isinstance(e, SystemExit):
+            # a signal torchrun passed on may have ended a peer while this rank waited in a collective:
+            # its handler runs here, in the sleep, and the stop is Ctrl-C's, not the peer's error
+            try:
+                time.sleep(0.2)
+            except KeyboardInterrupt as k:
+                interrupted(run, getattr(k, 'signum', signal.SIGINT))
+        if run.aside and run.last_good is None:
+            give_back(run.cfg, run.aside)
+        if ddp and int(os.environ['RANK']) != 0 and peer_gone(e):
+            sys.exit(1)     # the rank that stopped first says why
+        raise
+    finally:
+        for sig, h in handlers.items():
+            signal.signal(sig, h)
+
+
 # What a resumed run may set anew: how it runs, not what it trains (its data, batch, model,
 # optimizer, schedule and seed are the checkpoint's). The first five are this command's own; the
 # rest keep the checkpoint's value unless given.
@@ -444,35 +473,6 @@ def peer_gone(e):
     """Whether e is what a collective raises when another rank has exited."""
     return isinstance(e, RuntimeError) and (isinstance(e, getattr(torch.distributed, 'DistError', ())) or any(
         w in str(e) for w in ('Connection closed', 'Connection reset', 'Broken pipe', 'peer')))
-
-
-def guard(run, body):
-    """Runs body() with Ctrl-C, SIGTERM and SIGHUP stopping it in one line (interrupted), and a run
-    that fails before its first checkpoint putting back the run --overwrite set aside."""
-    # a signal the launcher ignores stays ignored (nohup's SIGHUP)
-    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)
-                if signal.getsignal(sig) is not signal.SIG_IGN}
-    ddp = 'RANK' in os.environ
-    try:
-        body()
-    except KeyboardInterrupt as e:
-        interrupted(run, getattr(e, 'signum', signal.SIGINT))
-    except BaseException as e:
-        if ddp and not isinstance(e, SystemExit):
-            # a signal torchrun passed on may have ended a peer while this rank waited in a collective:
-            # its handler runs here, in the sleep, and the stop is Ctrl-C's, not the peer's error
-            try:
-                time.sleep(0.2)
-            except KeyboardInterrupt as k:
-                interrupted(run, getattr(k, 'signum', signal.SIGINT))
-        if run.aside and run.last_good is None:
-            give_back(run.cfg, run.aside)
-        if ddp and int(os.environ['RANK']) != 0 and peer_gone(e):
-            sys.exit(1)     # the rank that stopped first says why
-        raise
-    finally:
-        for sig, h in handlers.items():
-            signal.signal(sig, h)
 
 
 
