@@ -248,12 +248,7 @@ def train(argv, run):
     data, raw_model, opts, scaler = build(cfg, env, ckpt, run)
     iter_num, best_val = resume_point(ckpt, env)
     del ckpt    # its tensors
-    model = torch.compile(raw_model) if env.compile else raw_model
-    if env.ddp:
-        # a model whose parts sit out some steps (FON's revision organ without holes) says so
-        unused = getattr(raw_model, 'ddp_find_unused_parameters', False)
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[env.local_rank] if env.device_type == 'cuda'
-                                                          else None, find_unused_parameters=unused)
+    model = wrap(raw_model, env)   # compiled, and under torchrun in DDP
     log = Log(cfg, env, data, raw_model, wandb)
 
     model.train()
@@ -430,6 +425,17 @@ def resume_point(ckpt, env):
     if env.device_type == 'cuda' and cuda_rng is not None:
         torch.cuda.set_rng_state(cuda_rng.cpu(), env.dev)
     return ckpt['iter_num'], ckpt['best_val_loss']
+
+
+def wrap(raw_model, env):
+    """The model the loop runs: compiled (compile), and under torchrun wrapped in DDP."""
+    model = torch.compile(raw_model) if env.compile else raw_model
+    if env.ddp:
+        # a model whose parts sit out some steps (FON's revision organ without holes) says so
+        unused = getattr(raw_model, 'ddp_find_unused_parameters', False)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[env.local_rank] if env.device_type == 'cuda'
+                                                          else None, find_unused_parameters=unused)
+    return model
 
 
 def agree(err, ddp):

@@ -304,11 +304,11 @@ class Evaluator:
                                 "evaluate it on the data it trained on (--data_dir), or train again on this data")
 
     def generator(self, *key):
-        """Seeded as train.py's get_batch seeds a batch on rank 0."""
+        """Seeded as train.py's draw_batch seeds a batch on rank 0."""
         return torch.Generator().manual_seed(zlib.crc32(repr((self.tcfg['seed'], 0) + key).encode()))
 
     def eval_batch(self, split, k):
-        """Batch k of train.py's eval set: its get_batch at iteration -1 - k on one process, plain
+        """Batch k of train.py's eval set: its draw_batch at iteration -1 - k on one process, plain
         windows of block_size + 1 tokens, a causal=False run's holed as train.py holes them (tests
         check the two agree)."""
         T, n = self.tcfg['block_size'], self.tcfg['batch_size']
