@@ -11,8 +11,8 @@ from contextlib import nullcontext
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from configurator import ConfigError
 from baselines import GPT, GPTConfig, Mamba2, Mamba2Config
+from configurator import ConfigError
 from fon import FON, FONConfig
 from parcae import Parcae, ParcaeConfig
 from textnca import TextNCA, TextNCAConfig
