@@ -223,7 +223,8 @@ def full_disk(main, room=4096):
 
 
 def full_start(main, spare=()):
-    """main, run where train.py cannot open a file to write (but those named in spare): ENOSPC."""
+    """main, run where train.py and run_folder.py cannot open a file to write (but those named in
+    spare): ENOSPC."""
     import builtins
     import errno
 
@@ -233,7 +234,8 @@ def full_start(main, spare=()):
         return builtins.open(path, mode, *a, **k)
 
     def run(args):
-        main.__globals__['open'] = full_open
+        import run_folder
+        main.__globals__['open'] = run_folder.open = full_open
         main(args)
     return run
 
