@@ -176,7 +176,8 @@ def check_out_dir(out):
 
 
 def lock_out_dir(out):
-    """(out/.lock held (flock) by this process, None), or (None, the holder's pid) when another holds it."""
+    """Takes out/.lock (an flock) for this process and returns (the open lock file, None); when
+    another process holds it, returns (None, that process's pid as it wrote it)."""
     import fcntl
     try:
         os.makedirs(out, exist_ok=True)
@@ -256,7 +257,7 @@ def start_files(cfg, log_path, resume_iter):
 
 
 def free_space(path, e):
-    """', N MiB free' after a full disk's message."""
+    """The text that ends a full disk's message, ' (N MiB free)'; '' for any other error."""
     if getattr(e, 'errno', None) != errno.ENOSPC:
         return ''
     try:
@@ -365,6 +366,7 @@ class Stopped(KeyboardInterrupt):
 
 
 def stop(signum, frame):
+    """The handler of SIGTERM and SIGHUP while a run goes: they stop it as Ctrl-C does."""
     raise Stopped(signum)
 
 
@@ -510,6 +512,7 @@ def state_dict_error(e):
 
 
 def load_weights(model, state, source):
+    """model's weights from a state dict; weights of other shapes are one line naming source."""
     try:
         model.load_state_dict(state)
     except RuntimeError as e:  # a state dict of other shapes
@@ -551,7 +554,8 @@ def save_checkpoint(path, ckpt):
 
 
 class _Writer:
-    """A file's write that keeps the OSError torch.save would turn into a RuntimeError."""
+    """Wraps a file so that the OSError of a failed write (a full disk) is kept: torch.save turns
+    it into a RuntimeError that no longer says why."""
     def __init__(self, f, errors):
         self.f, self.errors = f, errors
 

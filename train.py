@@ -311,6 +311,7 @@ def train(argv, run):
 
 
 def main(argv):
+    """python train.py ARGS: one run, stopped by Ctrl-C or a signal with one line (run_folder.guard)."""
     run = run_folder.Run()
     run_folder.guard(run, lambda: train(argv, run))
 
