@@ -245,8 +245,7 @@ def train(argv, run):
     if cfg['dry_run']:
         return print_sizes(cfg)
     env, ckpt = setup(cfg, given, run)
-    data, raw_model, opts, scaler = build(cfg, env, ckpt, run)
-    iter_num, best_val = resume_point(ckpt, env)
+    data, raw_model, opts, scaler, iter_num, best_val = build(cfg, env, ckpt, run)
     del ckpt    # its tensors
     model = wrap(raw_model, env)   # compiled, and under torchrun in DDP
     log = Log(cfg, env, data, raw_model, wandb)
@@ -388,7 +387,8 @@ def build(cfg, env, ckpt, run):
     """The data, the model (the checkpoint's weights on resume, another run's with init_from=DIR, or
     fresh ones), its optimizers and the fp16 scaler. Every check (the data, the weights, the
     optimizer and scaler states, the world size) comes before anything is written, so a refused
-    command changes nothing; then rank 0 claims out_dir."""
+    command changes nothing; then rank 0 claims out_dir. Also returns the iteration and the best val
+    loss the run starts from."""
     err = None
     try:
         data = load_data(cfg, ckpt.get('data') if ckpt else None, env.rank, env.world, env.dev, env.ddp)
@@ -414,7 +414,7 @@ def build(cfg, env, ckpt, run):
         agree(err, env.ddp)
     except ConfigError as e:
         fail(e)
-    return data, raw_model, opts, scaler
+    return (data, raw_model, opts, scaler) + resume_point(ckpt, env)
 
 
 def resume_point(ckpt, env):
