@@ -301,6 +301,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
+    knobs = ('causal',)   # the forward's runtime controls (train.py, sample.py, tools.eval)
 
     def __init__(self, config):
         super().__init__()
@@ -397,7 +398,11 @@ class GPT(nn.Module):
         logits = self._head(self._blocks(self._embed(idx, 0), idx, causal=causal))
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+            flat, t = logits.float().view(-1, logits.size(-1)), targets.reshape(-1)
+            if causal:
+                loss = F.cross_entropy(flat, t, ignore_index=-1)
+            else:   # the mean over the targets given (the holes): a batch without holes scores 0, a step adding nothing
+                loss = F.cross_entropy(flat, t, ignore_index=-1, reduction='sum') / (t != -1).sum().clamp(min=1)
         return logits, loss
 
     # incremental decoding with a KV cache (windowed layers keep only their last w keys)
@@ -638,6 +643,7 @@ class Mamba2Block(nn.Module):
 
 
 class Mamba2(nn.Module):
+    knobs = ()
 
     def __init__(self, config):
         super().__init__()

@@ -1,6 +1,6 @@
 """
-nanoGPT-style configuration, shared by train.py, sample.py and the tools, and the checks that keep
-a mistake to one line (values, and the data a config names):
+nanoGPT-style configuration, shared by train.py, sample.py and the tools, and the value checks
+that keep a mistake to one line:
 
     python train.py config/parcae_140m.py --batch_size=16 --compile=False
 
@@ -19,16 +19,11 @@ replace their values. A config cannot use a base's values in its own expressions
 """
 import ast
 import difflib
-import hashlib
-import json
 import math
 import os
-import pickle
 import sys
 import time
 import types
-
-import numpy as np
 
 
 class ConfigError(Exception):
@@ -192,17 +187,11 @@ def check_values(cfg, ranges, choices, none_or):
             raise ConfigError(f"{k} must be {' or '.join(map(repr, ok))}, got {cfg[k]!r}")
 
 
-def train_defaults(path=os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')):
-    """train.py's defaults, its top-level literal assignments, read without running train.py (the
-    tools resolve a config as train.py does; nothing imports the trainer)."""
-    tree = ast.parse(open(path).read(), path)
-    out = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id == 'DEFAULTS':   # the end of the defaults
-                return out
-            out[node.targets[0].id] = ast.literal_eval(node.value)
-    raise ConfigError(f"{path} has no DEFAULTS line after its defaults")
+def defaults_of(namespace):
+    """A script's settings, from its globals(): the ints, floats, bools, strings, tuples and Nones
+    assigned at its top level (no _private name, no UPPER_CASE constant, no module or function)."""
+    return {k: v for k, v in namespace.items() if not k.startswith('_') and not k.isupper()
+            and isinstance(v, (int, float, bool, str, tuple, type(None)))}
 
 
 CHECKS = {  # what train.py can run with: a kind of RANGES -> its keys
@@ -235,195 +224,3 @@ def check_settings(cfg):
         windows = cfg.get('windows') or ()
         if any((windows,) if isinstance(windows, int) else windows):
             raise ConfigError(f"causal=False needs global attention layers, got windows={windows!r} (windows are causal)")
-
-
-# ----------------------------------------------------------------------------- the data a config names
-def prepare_hint(dataset):
-    """The command that makes data/<dataset>."""
-    import prepare_data   # tiktoken and requests: only when a hint is needed
-    return prepare_data.prepare_command(dataset)
-
-
-NANOGPT_VOCAB = 50304   # GPT-2's 50257 tokens padded to a multiple of 64, as nanoGPT's train.py pads them
-
-
-def read_meta(cfg):
-    """The dataset's meta (None when data/<dataset> holds no data): its meta.json, else one of
-    nanoGPT's layouts, named by meta['layout']: a meta.pkl (its char datasets: vocab_size, itos,
-    stoi) or no meta file beside train.bin (its GPT-2 BPE datasets, vocab 50304)."""
-    folder = os.path.join(cfg['data_dir'], cfg['dataset'])
-    path = os.path.join(folder, 'meta.json')
-    if os.path.isfile(path):
-        try:
-            meta = json.load(open(path, encoding='utf-8'))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path} is not valid JSON ({e}): re-run {prepare_hint(cfg['dataset'])}")
-    elif os.path.isfile(os.path.join(folder, 'meta.pkl')):
-        path = os.path.join(folder, 'meta.pkl')
-        meta = read_meta_pkl(path)
-    elif os.path.isfile(os.path.join(folder, 'train.bin')):
-        return {'tokenizer': 'gpt2', 'vocab_size': NANOGPT_VOCAB,
-                'layout': f"nanoGPT's, no meta file: the GPT-2 tokenizer, vocab {NANOGPT_VOCAB}"}
-    else:
-        return None
-    if not isinstance(meta, dict) or not isinstance(meta.get('vocab_size'), int) or meta['vocab_size'] <= 0:
-        raise ConfigError(f"{path} lacks a positive integer vocab_size: re-run {prepare_hint(cfg['dataset'])}")
-    problem = tokenizer_problem(meta)
-    if problem:
-        raise ConfigError(f"{path} {problem}: re-run {prepare_hint(cfg['dataset'])}")
-    return meta
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """nanoGPT's meta.pkl is a dict of ints and strings: no class is ever needed, so none is loaded
-    (unpickling a class can run any code)."""
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"it names {module}.{name}")
-
-
-def read_meta_pkl(path):
-    """nanoGPT's meta.pkl as a char meta: itos as a list (nanoGPT pickles a dict id -> char)."""
-    try:
-        with open(path, 'rb') as f:
-            raw = _PlainUnpickler(f).load()
-    except Exception as e:   # truncated, not a pickle, or a class inside
-        raise ConfigError(f"{path} is not nanoGPT's meta.pkl, a pickled dict of vocab_size, itos and stoi "
-                          f"({type(e).__name__}: {e})")
-    if not isinstance(raw, dict):
-        return raw
-    meta = {'vocab_size': raw.get('vocab_size'), 'layout': "nanoGPT's meta.pkl"}
-    itos, stoi = raw.get('itos'), raw.get('stoi')
-    if itos is None and isinstance(stoi, dict):
-        itos = {i: c for c, i in stoi.items()}
-    if isinstance(itos, dict):
-        itos = [itos.get(i) for i in range(len(itos))]
-    if itos is not None:
-        meta.update(tokenizer='char', itos=itos)
-        meta['layout'] += f": a char vocabulary of {len(itos)}"
-    return meta
-
-
-def tokenizer_problem(meta):
-    """What keeps a meta's tokenizer from decoding (a char meta needs its itos table), else None."""
-    kind = meta.get('tokenizer')
-    if kind is None or kind in ('gpt2', 'byte'):
-        return None
-    if kind != 'char':
-        return f"names the tokenizer {kind!r}, not one of gpt2, byte, char"
-    itos = meta.get('itos')
-    if isinstance(itos, dict):
-        itos = [itos.get(str(i)) for i in range(len(itos))]
-    if not isinstance(itos, list) or not itos or not all(isinstance(c, str) for c in itos):
-        return "has no itos (a list of the char tokenizer's symbols, id -> character) to decode with"
-    return None
-
-
-def check_tokens(path, min_tokens, vocab_size=None, data=None):
-    """A .bin stream of uint16 token ids: whole tokens, at least min_tokens of them, and (when
-    vocab_size is given) every id below it. One pass over the file for the ids. data: the stream
-    as the caller opened it (its memmap), checked instead of the file now at path."""
-    size = data.nbytes if data is not None else os.path.getsize(path)
-    if size == 0 or size % 2:
-        raise ConfigError(f"{path} holds {size} bytes, not a whole positive number of uint16 tokens "
-                          f"(2 bytes each): prepare the data again")
-    if size // 2 < min_tokens:
-        raise ConfigError(f"{path} holds {size // 2} tokens, fewer than the {min_tokens} needed; lower --block_size")
-    if vocab_size is not None:
-        top = int(np.max(data if data is not None else np.memmap(path, dtype=np.uint16, mode='r')))
-        if top >= vocab_size:
-            raise ConfigError(f"{path} holds token id {top}, outside the vocabulary of {vocab_size} "
-                              f"(meta.json's vocab_size or --vocab_size); prepare the data again")
-
-
-def stream_record(f):
-    """What tells a .bin stream from another cheaply, from its open file: its bytes and the sha256
-    of its first MiB."""
-    size = os.fstat(f.fileno()).st_size
-    f.seek(0)
-    return {'bytes': size, 'head': hashlib.sha256(f.read(2 ** 20)).hexdigest()}
-
-
-def data_record(cfg, meta, streams):
-    """What a checkpoint records of the data it trained on: each stream's stream_record (streams:
-    name -> record), the vocabulary, and the sha256 of the dataset's meta.json."""
-    path = os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json')
-    digest = hashlib.sha256(open(path, 'rb').read()).hexdigest() if os.path.isfile(path) else None
-    return {**streams, 'vocab_size': meta['vocab_size'], 'meta.json': digest}
-
-
-def check_data(then, now, where, hint):
-    """Stops (one line naming what changed) when the data found now is not the data a checkpoint
-    recorded; then: its record (None: a checkpoint from before records, nothing to compare); a
-    stream or key the data found now lacks is not compared."""
-    changed = []
-    for k, v in (then or {}).items():
-        w = now.get(k)
-        if w is None or w == v:
-            continue
-        if isinstance(v, dict) and v.get('bytes') != w.get('bytes'):
-            changed.append(f"{k}.bin holds {w['bytes']:,} bytes (then {v['bytes']:,})")
-        elif isinstance(v, dict):
-            changed.append(f"{k}.bin's first MiB differs")
-        elif k == 'vocab_size':
-            changed.append(f"vocab_size is {w} (then {v})")
-        else:
-            changed.append(f"{k} differs")
-    if changed:
-        raise ConfigError(f"the data in {where} is not what the checkpoint trained on ({'; '.join(changed)}): {hint}")
-
-
-def example_starts(path, newline, T, data=None):
-    """Where a window of T + 1 tokens may start in a synthetic stream so that it holds a whole
-    example (loss_on='answers': the answer with all it depends on): 0 and every position after a
-    newline, up to the last full window. newline: the tokenizer's ids of '\\n' (one id); data: the
-    stream as the caller opened it (its memmap), else the file at path."""
-    marks = path[:-4] + '_answers.bin'
-    if not os.path.isfile(marks) or len(newline) != 1:
-        raise ConfigError(f"loss_on='answers' needs {marks}, the answer marks of a synthetic dataset "
-                          f"(python prepare_data.py hops, or synthetic)")
-    data = np.memmap(path, dtype=np.uint16, mode='r') if data is None else data
-    starts = np.concatenate([[0], np.flatnonzero(data == newline[0]) + 1])
-    longest = int(np.diff(starts).max())
-    if longest > T + 1:
-        raise ConfigError(f"loss_on='answers': {path} holds examples of up to {longest} tokens, so a window of "
-                          f"block_size {T} may cut one; raise block_size to at least {longest - 1}")
-    return starts[starts <= len(data) - T - 1]
-
-
-def dataset_vocab(cfg, meta):
-    """The model's vocab size: the config's, else the data's (one more when holes need a MASK id)."""
-    need = meta['vocab_size'] if meta else None
-    mid = cfg['mask_id'] if cfg['mask_id'] is not None else (meta or {}).get('mask_id', need)
-    if cfg['p_fill'] > 0 and mid is not None:
-        need = max(need, mid + 1)
-    if cfg['vocab_size'] is None:
-        if need is None:
-            raise ConfigError(f"vocab_size is not set and {cfg['data_dir']}/{cfg['dataset']}/meta.json does not exist; "
-                              f"set --vocab_size or prepare the data ({prepare_hint(cfg['dataset'])})")
-        return need, mid
-    if need is not None and cfg['vocab_size'] < need:
-        raise ConfigError(f"vocab_size {cfg['vocab_size']} is smaller than the data needs ({need}, dataset '{cfg['dataset']}')")
-    return cfg['vocab_size'], mid
-
-
-def split_batch(cfg, world):
-    """(micro-batch, micro-steps) per process so that an iteration holds batch_size *
-    gradient_accumulation_steps sequences over `world` processes: the largest micro-batch up to
-    batch_size that divides a process's share. None when the sequences do not divide by world."""
-    seqs = cfg['batch_size'] * cfg['gradient_accumulation_steps']
-    if seqs % world:
-        return None
-    share = seqs // world
-    batch = max(b for b in range(1, min(cfg['batch_size'], share) + 1) if share % b == 0)
-    return batch, share // batch
-
-
-def split_hint(cfg, world):
-    """The values that would divide: the next gradient_accumulation_steps, or batch_size."""
-    B, A = cfg['batch_size'], cfg['gradient_accumulation_steps']
-    A2 = A * world // math.gcd(B * A, world)
-    step = world // math.gcd(A, world)
-    B2 = (B // step) * step or step
-    return (f"batch_size * gradient_accumulation_steps = {B} * {A} sequences per iteration do not split over "
-            f"{world} processes: pass --gradient_accumulation_steps={A2} ({B * A2} sequences) or --batch_size={B2} "
-            f"({B2 * A} sequences)")

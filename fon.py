@@ -385,6 +385,7 @@ def temporal_conv_depthwise(e, P):
 
 
 class FON(nn.Module):
+    knobs, decode_knobs = ('holes', 'coupling'), ('coupling',)   # the runtime controls of forward and decode
     # the revision organ idles without holes (W_o, the hole kernels) or entirely (AR, and OD
     # without holes): under DDP these parameters get no gradient on some steps
     ddp_find_unused_parameters = True
@@ -512,9 +513,9 @@ class FON(nn.Module):
         return state
 
     @torch.no_grad()
-    def decode_step(self, idx_t, state):
-        """idx_t (B,) -> (logits (B, V), state): the logits forward gives at this position (the
-        coupling is the one given to decode_init). The state is updated in place."""
+    def decode_step(self, idx_t, state, coupling=None):
+        """idx_t (B,) -> (logits (B, V), state): the logits forward gives at this position. The
+        coupling is the one given to decode_init (this one is ignored). The state is updated in place."""
         e = self.wte(idx_t)
         h = e
         if self.pos_kernel is not None:

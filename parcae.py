@@ -291,6 +291,7 @@ def detached(u, A_bar, ves):
 
 
 class Parcae(nn.Module):
+    knobs = decode_knobs = ('num_recur',)   # the runtime controls of forward and decode
 
     def __init__(self, config):
         super().__init__()

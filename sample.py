@@ -16,7 +16,6 @@ between prefix and suffix by ranking candidate spans on the likelihood of prefix
 It runs on the device the run trained on where this machine has it (else cuda > mps > cpu), under
 bfloat16 autocast on a GPU that supports it (--dtype, --device, --compile=True to choose).
 """
-import inspect
 import os
 import sys
 
@@ -24,9 +23,10 @@ import torch
 import torch.nn.functional as F
 
 import configurator
-from configurator import ConfigError, check, parse_args, tokenizer_problem
-from prepare_data import DataError, get_tokenizer
-from models import DEPTH_KNOBS, check_device, check_knobs, knob_names, load_checkpoint, resolve_device
+from configurator import ConfigError, check, parse_args
+from prepare_data import DataError, get_tokenizer, tokenizer_problem
+from models import DEPTH_KNOBS, check_device, check_knobs, resolve_device
+from run_folder import load_checkpoint
 
 DEFAULTS = dict(
     out_dir='out',
@@ -59,9 +59,10 @@ def sample_logits(logits, temperature, top_k, g):
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=g).squeeze(-1)
 
 
-def accepts(fn, knobs):
-    names = inspect.signature(fn).parameters
-    return {k: v for k, v in knobs.items() if k in names}
+def decode_knobs(model, knobs):
+    """The knobs the model's decode path takes (its class's decode_knobs; forward's others, such as
+    FON's holes, have no meaning there)."""
+    return {k: v for k, v in knobs.items() if k in getattr(model, 'decode_knobs', ())}
 
 
 def position_rows(model):
@@ -82,8 +83,8 @@ def generate(model, idx, n, temperature, top_k, g, knobs):
         raise ConfigError("causal=False is a non-generative (bidirectional) reading; generation is causal")
     rows = position_rows(model)
     if hasattr(model, 'decode_step') and (rows is None or idx.size(1) + n <= rows):
-        state = model.decode_init(idx.size(0), idx.device, **accepts(model.decode_init, knobs))
-        step_knobs = accepts(model.decode_step, knobs)
+        step_knobs = decode_knobs(model, knobs)
+        state = model.decode_init(idx.size(0), idx.device, **step_knobs)
         for t in range(idx.size(1)):
             logits, state = model.decode_step(idx[:, t], state, **step_knobs)
         out = [idx]
@@ -236,10 +237,10 @@ def load_model(args):
 def check_model(model, ckpt, knobs, args):
     """Stops with one line where the knobs are not the model's, a depth is above max_depth, or the
     run is a bidirectional encoder, which sample.py cannot read causally."""
-    bad = [k for k in knobs if k not in knob_names(model)]
+    bad = [k for k in knobs if k not in model.knobs]
     if bad:
         raise ConfigError(f"unknown key(s) {', '.join(bad)}: neither a sample.py key ({', '.join(DEFAULTS)}) "
-                          f"nor a knob of the {ckpt['model_name']} model ({', '.join(knob_names(model)) or 'none'})")
+                          f"nor a knob of the {ckpt['model_name']} model ({', '.join(model.knobs) or 'none'})")
     check_knobs(knobs)
     check_depth(knobs, args['max_depth'])
     if ckpt['config'].get('causal', True) is False:
@@ -290,7 +291,7 @@ def infill(model, ckpt, meta, encode, decode, start, args, g, knobs):
     parts = start.split(args['mask'])
     if len(parts) < 2:
         raise ConfigError(f"--infill needs the marker {args['mask']!r} in --start")
-    if 'holes' in knob_names(model):
+    if 'holes' in model.knobs:
         mask_id = ckpt['config'].get('mask_id')
         mask_id = meta.get('mask_id', meta['vocab_size']) if mask_id is None else mask_id
         if mask_id >= model.config.vocab_size:

@@ -460,6 +460,7 @@ def draw(choices):
 
 
 class TextNCA(nn.Module):
+    knobs = decode_knobs = ('Ts',)   # the runtime controls of forward and decode
 
     def __init__(self, config):
         super().__init__()

@@ -1,5 +1,7 @@
 """
-The one trainer, for every model in the repo; read it top to bottom.
+The one trainer, for every model in the repo. Read top to bottom, a training step comes first:
+the defaults, get_batch, the optimizers and their schedule, then the loop in train(); below it
+come the phases train() calls (setup, build, logging) and the details of the data and the machine.
 
     python train.py                                     # small GPT on the offline synthetic battery
     python train.py config/parcae_140m.py --batch_size=16
@@ -19,27 +21,26 @@ job) and SIGHUP stop with one line that names the iteration and the command that
 130, 143, 129).
 """
 import dataclasses
-import errno
 import functools
 import json
 import math
 import os
-import shlex
-import shutil
-import signal
 import sys
 import time
+import types
 import zlib
 
 import numpy as np
 import torch
 
-from configurator import (ConfigError, check_data, check_settings, check_tokens, data_record, dataset_vocab, example_starts,
-                          fail, prepare_hint, read_meta, split_batch, split_hint, stream_record)
+import run_folder
+from configurator import ConfigError, check, check_settings, defaults_of, fail, parse_args
 from fon import make_holes
-from models import (build_model, check_device, configure_optimizers, estimate_memory, knob_names, load_weights, model_classes,
-                    model_fields, peak_flops, read_checkpoint, resolve_config, resolve_device, save_checkpoint,
+from models import (build_model, check_device, estimate_memory, model_classes, model_fields, peak_flops, resolve_device,
                     spec_peak_flops, use_tf32)
+from parcae import ParcaeMuon, StableAdamW
+from prepare_data import (check_data, check_tokens, data_record, dataset_vocab, example_starts, get_tokenizer, prepare,
+                          prepare_hint, read_meta, stream_record)
 
 # ----------------------------------------------------------------------------- defaults
 # I/O
@@ -110,221 +111,332 @@ device = 'auto'              # 'auto' | 'cpu' | 'cuda' | 'cuda:1' | 'mps'
 dtype = 'auto'               # 'auto' (bf16 on CUDA, else fp32) | 'float32' | 'bfloat16' | 'float16'
 compile = None               # None: on for CUDA
 tf32 = None                  # CUDA TF32 matmuls; None: on unless dtype is 'float32' (then true FP32)
-DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, tuple, type(None)))}
+DEFAULTS = defaults_of(globals())
 
 
-# ----------------------------------------------------------------------------- the run folder
-# What a resumed run may set anew: how it runs, not what it trains (its data, batch, model,
-# optimizer, schedule and seed are the checkpoint's). The first five are this command's own; the
-# rest keep the checkpoint's value unless given.
-RUN_KEYS = ('out_dir', 'init_from', 'overwrite', 'eval_only', 'dry_run')
-CONTINUE_KEYS = RUN_KEYS + ('max_iters', 'eval_interval', 'log_interval', 'eval_iters', 'always_save_checkpoint',
-                            'data_dir', 'device', 'dtype', 'compile', 'tf32', 'wandb_log', 'wandb_project', 'wandb_run_name')
+# ----------------------------------------------------------------------------- data
+@dataclasses.dataclass
+class Data:
+    """What get_batch reads and where its batches go: the config, the opened streams (name ->
+    (token memmap, answer marks or None)), the MASK id, this process's rank of world, the device,
+    and the model's knobs; meta and record are what a checkpoint keeps of the data."""
+    cfg: dict
+    streams: dict
+    mask: int = None
+    rank: int = 0
+    world: int = 1
+    dev: str = 'cpu'
+    knobs: tuple = ()
+    meta: dict = None
+    record: dict = None
 
 
-def prepare_out_dir(cfg, given):
-    """The checkpoint to resume (None for a new run), after the checks that keep a trained run
-    safe: a new run never replaces out_dir's ckpt.pt unless told to, and a resumed run continues
-    the run in the checkpoint, so a setting given now that differs from it stops here. Writes nothing."""
-    ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
-    if cfg['init_from'] != 'resume':
-        if os.path.exists(ckpt_path) and cfg['eval_only']:
-            raise ConfigError(f"--eval_only=True with init_from={cfg['init_from']!r} would evaluate a fresh model, not the "
-                              f"trained {ckpt_path}: pass --init_from=resume to evaluate it")
-        if os.path.exists(ckpt_path) and not cfg['overwrite']:
-            raise ConfigError(f"{ckpt_path} holds a trained run: continue it with --init_from=resume, start this run in "
-                              f"another --out_dir, or replace it (and its log) with --overwrite=True")
-        return None
-    if not os.path.isfile(ckpt_path):
-        raise ConfigError(f"init_from='resume' but there is no checkpoint at {ckpt_path} "
-                          f"(a new run: leave init_from at 'scratch')")
-    ckpt = read_checkpoint(ckpt_path)
-    missing = [k for k in ('optimizers', 'scaler', 'rng', 'best_val_loss') if k not in ckpt]
-    if missing:
-        raise ConfigError(f"{ckpt_path} cannot be resumed (it lacks {', '.join(missing)}); "
-                          f"start a new run from its weights with --init_from={cfg['out_dir']} --out_dir=...")
-    if 'model' in given and ckpt['model_name'] != cfg['model']:
-        raise ConfigError(f"{ckpt_path} holds a '{ckpt['model_name']}' model but this config builds '{cfg['model']}'")
-    cfg['model'] = ckpt['model_name']
-    differ = changed_settings(cfg, given, ckpt)
-    if differ:
-        raise ConfigError(f"resume continues the run in {ckpt_path}, and these settings differ from it: " +
-                          ', '.join(differ) + f"; drop them, or start a new run in another --out_dir (a resumed "
-                          f"run may change only {', '.join(CONTINUE_KEYS[5:])})")
-    run = {**DEFAULTS, **model_fields(cfg['model']), **ckpt['config'], **ckpt['model_args']}
-    for k in list(cfg) + list(model_fields(cfg['model'])):
-        if k in run and not (k in RUN_KEYS or (k in CONTINUE_KEYS and k in given)):
-            cfg[k] = run[k]
-    if cfg['max_iters'] < ckpt['iter_num'] and not cfg['eval_only']:
-        raise ConfigError(f"{ckpt_path} holds iter {ckpt['iter_num']}, past --max_iters={cfg['max_iters']}: a resumed run "
-                          f"only goes forward (pass --max_iters above {ckpt['iter_num']}, or --eval_only=True to evaluate it)")
-    return ckpt
+def get_batch(split, it, micro, data):
+    """(x, y, kw) for micro-step micro of iteration it on this process (eval sets: negative it), on
+    the device: the inputs, the targets and the forward's keywords (FON's holes; a causal=False
+    run's full attention, with the loss at its holes alone)."""
+    x, y, holes = draw_batch(split, it, micro, data.cfg, data.streams, data.mask, data.rank, data.world)
+    kw = {}
+    if not data.cfg['causal']:
+        y, kw = hole_targets(y, holes), {'causal': False}
+    elif holes is not None and holes.any() and 'holes' in data.knobs:
+        # a batch without holes passes none (holes is on the CPU here: no device sync), so the
+        # model's hole stream does not run and its own parameters get no gradient
+        kw = {'holes': to_device(holes, data.dev)}
+    return to_device(x, data.dev), to_device(y, data.dev), kw
 
 
-def changed_settings(cfg, given, ckpt):
-    """'key=now (checkpoint: then)' for each given setting outside CONTINUE_KEYS that differs from
-    the checkpoint's run; None stands for a value derived as it was. Model fields are compared
-    as the model config holds them (derived fields, an int for a per-layer tuple)."""
-    args, run = ckpt['model_args'], {**DEFAULTS, **ckpt['config']}
-    mine = {k: v for k, v in given.items() if k in args and v is not None}
-    try:
-        c = model_classes(cfg['model'])[1](**{**args, **mine})
-        now = {k: getattr(c, k) for k in mine}
-    except (ValueError, TypeError, AssertionError, ZeroDivisionError):
-        now = mine
-    differ = {k: args[k] for k in mine if now[k] != args[k]}
-    differ.update({k: run[k] for k, v in given.items() if k not in args and k not in CONTINUE_KEYS
-                   and k in run and v is not None and v != run[k]})
-    return [f"{k}={given[k]!r} (checkpoint: {then!r})" for k, then in differ.items()]
+def hole_targets(y, holes):
+    """A causal=False run's targets: the hole's token at a hole, ignored (-1) everywhere else,
+    where full attention sees the next token in the input (a batch without holes scores 0)."""
+    return y.masked_fill(~holes, -1)
 
 
-def checkpoint_stamp(cfg):
-    """What says whether out_dir's ckpt.pt changed: (size, mtime), None when there is none."""
-    try:
-        st = os.stat(os.path.join(cfg['out_dir'], 'ckpt.pt'))
-        return st.st_size, st.st_mtime_ns
-    except OSError:     # none there, or out_dir is not a folder (claim_out_dir says so)
-        return None
+def to_device(t, dev):
+    """A host tensor on dev. On CUDA it is pinned first: a non_blocking copy from pageable memory
+    waits for the copy, one from pinned memory overlaps the step that runs."""
+    if dev.startswith('cuda'):
+        t = t.pin_memory()
+    return t.to(dev, non_blocking=True)
 
 
-def check_out_dir(out):
-    """out_dir must be a folder or a name a folder can be made at (not a file, not a dangling link)."""
-    if os.path.islink(out) and not os.path.exists(out):
-        raise ConfigError(f"out_dir {out} is a symlink to {os.readlink(out)}, which does not exist: create that "
-                          f"folder, remove the link, or pick another --out_dir")
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ConfigError(f"cannot write to out_dir {out}: it is a file, not a folder; pick another --out_dir")
-
-
-def lock_out_dir(out):
-    """(out/.lock held (flock) by this process, None), or (None, the holder's pid) when another holds it."""
-    import fcntl
-    try:
-        os.makedirs(out, exist_ok=True)
-        lock = open(os.path.join(out, '.lock'), 'a+')
-    except OSError as e:
-        raise ConfigError(f"cannot write to out_dir {out}: {e.strerror or e}" + free_space(os.path.dirname(os.path.abspath(out)), e))
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.seek(0)
-        pid = lock.read().strip() or 'unknown'
-        lock.close()
-        return None, pid
-    return lock, None
-
-
-def claim_out_dir(cfg, stamp):
-    """Hold out_dir/.lock for the life of this process, so that one run writes a folder; a run that
-    finished meanwhile (its ckpt.pt is not the one checked) stops this one. Returns the lock file."""
-    check_out_dir(cfg['out_dir'])
-    lock, pid = lock_out_dir(cfg['out_dir'])
-    if lock is None:
-        raise ConfigError(f"out_dir {cfg['out_dir']} is in use by pid {pid} (another train.py run); "
-                          f"wait for it to end or pick another --out_dir")
-    try:
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"{os.getpid()}\n")
-        lock.flush()
-    except OSError as e:
-        raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}" + free_space(cfg['out_dir'], e))
-    if checkpoint_stamp(cfg) != stamp:
-        raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} changed while this run started (another run "
-                          f"wrote it); run the command again")
-    return lock
-
-
-def trim_log(path, iter_num):
-    """A resumed run continues its log from the checkpoint: records of iterations at or past
-    iter_num (written after the checkpoint by the interrupted run) go, so none appears twice."""
-    if not os.path.isfile(path):
-        return
-    keep = []
-    for line in open(path):
-        try:
-            rec = json.loads(line)
-        except ValueError:      # a line cut short by a kill
-            continue
-        if isinstance(rec, dict) and rec.get('iter', -1) < iter_num:
-            keep.append(json.dumps(rec) + '\n')
-    write_whole(path, ''.join(keep))
-
-
-def write_whole(path, text):
-    """path's new content, whole or not at all (a .tmp beside it, then swapped in)."""
-    try:
-        with open(path + '.tmp', 'w') as f:
-            f.write(text)
-        os.replace(path + '.tmp', path)
-    except BaseException:
-        if os.path.exists(path + '.tmp'):
-            os.remove(path + '.tmp')
-        raise
-
-
-def start_files(cfg, log_path, resume_iter):
-    """config.json, and the log: a new run's empty, a resumed run's trimmed to its checkpoint. A
-    full disk is one line; neither file is left half written."""
-    try:
-        if resume_iter is None:
-            write_whole(log_path, '')
+# ----------------------------------------------------------------------------- optimizers and their schedule
+def configure_optimizers(model, cfg, device_type):
+    """AdamW, plus Muon for the hidden matrices when optimizer='muon': the model's own groups when
+    it has optim_groups() (Parcae), else by shape. The recipe keys cfg lacks take train.py's
+    defaults. Muon is torch.optim.Muon or the Parcae paper's (muon_variant='parcae'); AdamW with
+    update clipping or atan2 is the RDM recipe's (Parcae Q.1)."""
+    cfg = {**DEFAULTS, **cfg}
+    if hasattr(model, 'optim_groups'):
+        groups = model.optim_groups(cfg['weight_decay'])
+    else:
+        embed = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+        muon = [] if cfg['optimizer'] != 'muon' else [
+            m.weight for name, m in model.named_modules()
+            if isinstance(m, torch.nn.Linear) and id(m.weight) not in embed and 'lm_head' not in name]
+        mids = {id(p) for p in muon}
+        rest = [p for p in model.parameters() if id(p) not in mids]
+        groups = [{'params': [p for p in rest if p.dim() >= 2], 'weight_decay': cfg['weight_decay']},
+                  {'params': [p for p in rest if p.dim() < 2], 'weight_decay': 0.0},
+                  {'params': muon, 'optimizer': 'muon'}]
+    for g in groups:  # frozen parameters take no step; optimizer='adamw' overrules a model's Muon groups
+        g['params'] = [p for p in g['params'] if p.requires_grad]
+        if cfg['optimizer'] != 'muon':
+            g['optimizer'] = 'adamw'
+    adamw = [g for g in groups if g.get('optimizer', 'adamw') == 'adamw' and g['params']]
+    muon = [g for g in groups if g.get('optimizer', 'adamw') == 'muon' and g['params']]
+    betas = (cfg['beta1'], cfg['beta2'])
+    if cfg['update_clipping'] or cfg['adam_atan2']:
+        opts = [StableAdamW(adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'],
+                            update_clipping=cfg['update_clipping'], atan2=cfg['adam_atan2'])]
+    else:
+        opts = [torch.optim.AdamW(adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'], fused=device_type == 'cuda')]
+    if muon:
+        kw = dict(lr=cfg['muon_lr'] or cfg['learning_rate'], momentum=cfg['muon_momentum_start']
+                  if cfg['muon_momentum_warmup'] > 0 else cfg['muon_momentum'], weight_decay=cfg['muon_weight_decay'])
+        if cfg['muon_variant'] == 'parcae':
+            opts.append(ParcaeMuon(muon, beta2=cfg['muon_beta2'], **kw))
         else:
-            trim_log(log_path, resume_iter)
-        write_whole(os.path.join(cfg['out_dir'], 'config.json'), json.dumps(cfg, indent=1, default=str))
-    except OSError as e:
-        raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}" + free_space(cfg['out_dir'], e))
+            opts.append(torch.optim.Muon(muon, **kw))
+    return opts
 
 
-def free_space(path, e):
-    """', N MiB free' after a full disk's message."""
-    if getattr(e, 'errno', None) != errno.ENOSPC:
-        return ''
-    try:
-        return f" ({shutil.disk_usage(path).free / 2 ** 20:.1f} MiB free)"
-    except OSError:
-        return ''
+def get_lr(it, cfg):
+    """The learning rate at iteration it as a fraction of the peak: linear warmup, then cosine to
+    min_lr, constant, or trapezoid (constant, then a linear cooldown over cooldown_frac)."""
+    warm, floor = cfg['warmup_iters'], cfg['min_lr'] / cfg['learning_rate']
+    if it < warm:
+        return (it + 1) / (warm + 1)
+    if cfg['schedule'] == 'constant':
+        return 1.0
+    if cfg['schedule'] == 'trapezoid':
+        start = cfg['max_iters'] * (1 - cfg['cooldown_frac'])
+        if it < start:
+            return 1.0
+        return 1.0 - (1.0 - floor) * min(1.0, (it - start) / max(1.0, cfg['max_iters'] - start))
+    decay = cfg['lr_decay_iters'] or cfg['max_iters']
+    if it >= decay:
+        return floor
+    ratio = (it - warm) / max(1, decay - warm)
+    return floor + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (1.0 - floor)
 
 
-def restore_states(opts, scaler, ckpt, path):
-    """The optimizers' and the fp16 scaler's states from a checkpoint. A run saved without fp16
-    (an empty scaler state) resumed with --dtype=float16 starts a fresh scaler, as a new fp16 run does."""
-    try:
-        for opt, state in zip(opts, ckpt['optimizers']):
-            opt.load_state_dict(state)
-    except (ValueError, KeyError, RuntimeError) as e:
-        raise ConfigError(f"the optimizer state in {path} does not fit this run's optimizers: {str(e).splitlines()[0][:200]}")
-    if ckpt['scaler']:
-        scaler.load_state_dict(ckpt['scaler'])
+def set_schedule(opts, it, cfg):
+    """Every optimizer's rates at iteration it, from the config alone (so a resumed run may change
+    them); Muon's weight decay falls to 0 over the run (muon_wd_decay) and its momentum warms up
+    from muon_momentum_start (Parcae Table 21). A group may carry an 'lr_scale' (optim_groups)."""
+    mult = get_lr(it, cfg)
+    for k, opt in enumerate(opts):
+        peak = cfg['learning_rate'] if k == 0 else (cfg['muon_lr'] or cfg['learning_rate'])
+        for g in opt.param_groups:
+            g['lr'] = peak * mult * g.get('lr_scale', 1.0)
+            if k == 1:
+                g['weight_decay'] = cfg['muon_weight_decay'] * (max(0.0, 1.0 - it / cfg['max_iters']) if cfg['muon_wd_decay'] else 1.0)
+                warm = min(1.0, it / cfg['muon_momentum_warmup']) if cfg['muon_momentum_warmup'] > 0 else 1.0
+                g['momentum'] = cfg['muon_momentum_start'] + warm * (cfg['muon_momentum'] - cfg['muon_momentum_start'])
+    return mult * cfg['learning_rate']
 
 
-def draws_randomness(model, x, y):
-    """Whether a training forward of model draws from torch's global generators (dropout, Parcae's
-    sampled depth and h_0, TextNCA's sampled steps); the generators are left as they were."""
-    dev = next(model.parameters()).device
-    cuda = dev.type == 'cuda'
-    before = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if cuda else None)
+# ----------------------------------------------------------------------------- the run
+def train(argv, run):
+    """One run, as its config says: the settings, the processes and the device, the data, model and
+    optimizers, then the loop. run (a run_folder.Run) learns how far it got, for what a stop reports."""
+    cfg, given, wandb = settings(argv)
+    if cfg['dry_run']:
+        return print_sizes(cfg)
+    env, ckpt = setup(cfg, given, run)
+    data, raw_model, opts, scaler, iter_num, best_val = build(cfg, env, ckpt, run)
+    del ckpt    # its tensors
+    model = wrap(raw_model, env)   # compiled, and under torchrun in DDP
+    log = Log(cfg, env, data, raw_model, wandb)
+
     model.train()
-    with torch.no_grad():
-        model(x.to(dev), y.to(dev))
-    after = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if cuda else None)
-    torch.set_rng_state(before[0])
-    if cuda:
-        torch.cuda.set_rng_state(before[1], dev)
-    return not torch.equal(before[0], after[0]) or (cuda and not torch.equal(before[1], after[1]))
+    first_iter = iter_num
+    batch = get_batch('train', iter_num, 0, data) if iter_num < cfg['max_iters'] else None
+    while True:
+        run.iter = iter_num
+        lr = set_schedule(opts, iter_num, cfg)
+        # a resumed run evaluates where it starts, as its log was trimmed there
+        if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
+            losses = estimate_loss(model.module if env.ddp else model, data, env.autocast)
+            log.eval(iter_num, losses)
+            if cfg['eval_only']:    # evaluation writes nothing
+                break
+            if not all(math.isfinite(v) for v in losses.values()):
+                run_folder.diverged(f"eval loss is not finite at iter {iter_num}", run)
+            if losses['val'] < best_val or cfg['always_save_checkpoint']:
+                best_val = min(best_val, losses['val'])
+                run_folder.save(run, raw_model, opts, scaler, data.meta, iter_num, best_val, data.record)
+        if iter_num >= cfg['max_iters']:
+            break
+
+        for micro in range(env.accum):
+            x, y, kw = batch
+            if env.ddp:  # sync gradients only on the last micro-step
+                model.require_backward_grad_sync = micro == env.accum - 1
+            with env.autocast:
+                loss = model(x, y, **kw)[1] / env.accum   # the logits are not kept: at 32k vocab they are GBs
+            # the next micro-step's batch (after the last, the next iteration's first) is read and sent
+            # while the device runs this step, as nanoGPT does; a batch depends only on where it falls
+            it, m = (iter_num, micro + 1) if micro + 1 < env.accum else (iter_num + 1, 0)
+            batch = get_batch('train', it, m, data) if it < cfg['max_iters'] else None
+            scaler.scale(loss).backward()
+        norm = None
+        if cfg['grad_clip'] > 0:
+            for opt in opts:
+                scaler.unscale_(opt)
+            norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg['grad_clip'])
+        for opt in opts:
+            scaler.step(opt)
+        scaler.update()
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
+
+        if iter_num % cfg['log_interval'] == 0 and env.master:
+            lossf = loss.item() * env.accum
+            if not math.isfinite(lossf):
+                run_folder.diverged(f"training loss is {lossf} at iter {iter_num}", run)
+            log.train(iter_num, lossf, lr, norm)
+        iter_num += 1
+    if env.master and not cfg['eval_only']:
+        print(f"done: {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {run.last_good} (best val loss {best_val:.4f}); "
+              f"next: python sample.py --out_dir={cfg['out_dir']}  or  python -m tools.eval --out_dir={cfg['out_dir']}")
+    if env.ddp:
+        # leave together, and free DDP (which holds the process group) before the group goes: a
+        # gloo rank that tore the group down while main() returned hung its peer now and then
+        torch.distributed.barrier()
+        del model
+        torch.distributed.destroy_process_group()
 
 
-def check_world(cfg, ckpt, model, xy, world, dev):
-    """A resume at another world size sees the same batches (a function of the iteration alone);
-    what it cannot keep is a model's own random draws, made per process from each rank's generator:
-    such a run resumes only at its own world size."""
-    then = len(ckpt['rng'])
-    if then == world or not draws_randomness(model, xy[0][:1], xy[1][:1]):
-        return
-    raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} was trained by {then} process(es) and this resume runs "
-                      f"{world}: the batches would be the same, but this {cfg['model']} model draws random numbers in "
-                      f"training (dropout, sampled depths or noise) from each process's generator, so they would "
-                      f"change; resume it as it ran: {resume_command(cfg, then)}")
+def main(argv):
+    """python train.py ARGS: one run, stopped by Ctrl-C or a signal with one line (run_folder.guard)."""
+    run = run_folder.Run()
+    run_folder.guard(run, lambda: train(argv, run))
+
+
+# ----------------------------------------------------------------------------- the phases of a run, and their helpers
+def settings(argv):
+    """(cfg, the settings the user gave, wandb or None), checked before anything is built."""
+    try:
+        cfg, given = resolve_config(argv, with_given=True)
+        check_settings(cfg)
+        return cfg, given, import_wandb() if cfg['wandb_log'] and not cfg['dry_run'] else None
+    except ConfigError as e:
+        fail(e)
+
+
+def resolve_config(argv, with_given=False):
+    """train.py's defaults < config files < --key=value, checked against train.py's keys and the
+    model's fields (with_given: also the settings the user gave, config files included). A given
+    shape key the model has no field for is refused: it would change nothing."""
+    defaults = DEFAULTS
+    given = parse_args(argv)
+    name = given.get('model') or (given.get('init_from') == 'resume' and run_folder.run_model(given.get('out_dir', defaults['out_dir'])))
+    name = name or defaults['model']
+    fields = model_fields(name)
+    known = {**fields, **defaults}
+    cfg = {**defaults, **check(given, known)}
+    unused = [k for k in given if k in SHAPE_KEYS and k not in fields]
+    if unused:
+        k = unused[0]
+        raise ConfigError(f"the {name} model has no '{k}' (given {given.where(k)}), so it would change nothing; "
+                          f"its own keys: {', '.join(fields)}")
+    return (cfg, given) if with_given else cfg
+
+
+# train.py's shape defaults: they apply to a model that has such a field, and a model without
+# one refuses the key when it is given
+SHAPE_KEYS = ('n_layer', 'n_head', 'n_embd', 'dropout')
+
+
+def setup(cfg, given, run):
+    """The processes (torchrun) and the device; every check that needs no data, out_dir's included,
+    comes before any process waits for another. Returns (env, the checkpoint to resume or None)."""
+    ddp = int(os.environ.get('RANK', -1)) != -1
+    rank, local_rank, world = [int(os.environ[k]) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE')] if ddp else (0, 0, 1)
+    try:
+        dev, ptdtype, autocast = resolve_device(cfg['device'], cfg['dtype'])
+        if ddp and dev.startswith('cuda'):
+            dev = f'cuda:{local_rank}'
+            check_device(dev)
+        ckpt = run_folder.check_run_folder(run, cfg, given, DEFAULTS)
+        if split_batch(cfg, world) is None:
+            raise ConfigError(split_hint(cfg, world))
+    except ConfigError as e:
+        fail(e)
+    if ddp:
+        torch.distributed.init_process_group(backend='nccl' if dev.startswith('cuda') else 'gloo')
+        if dev.startswith('cuda'):
+            torch.cuda.set_device(dev)
+    micro_batch, accum = split_batch(cfg, world)
+    device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
+    torch.manual_seed(cfg['seed'] + rank)
+    threads = cpu_threads() if device_type == 'cpu' else None
+    tf32 = device_type == 'cuda' and use_tf32(cfg, ptdtype)
+    if device_type == 'cuda':
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+    env = types.SimpleNamespace(ddp=ddp, rank=rank, local_rank=local_rank, world=world, master=rank == 0, dev=dev,
+                                device_type=device_type, ptdtype=ptdtype, autocast=autocast, tf32=tf32, threads=threads,
+                                micro_batch=micro_batch, accum=accum,
+                                compile=cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda')
+    return env, ckpt
+
+
+def build(cfg, env, ckpt, run):
+    """The data, the model (the checkpoint's weights on resume, another run's with init_from=DIR, or
+    fresh ones), its optimizers and the fp16 scaler. Every check (the data, the weights, the
+    optimizer and scaler states, the world size) comes before anything is written, so a refused
+    command changes nothing; then rank 0 claims out_dir. Also returns the iteration and the best val
+    loss the run starts from."""
+    err = None
+    try:
+        data = load_data(cfg, ckpt.get('data') if ckpt else None, env.rank, env.world, env.dev, env.ddp)
+        raw_model = build_model(cfg['model'], cfg)
+        run_folder.load_start(raw_model, cfg, ckpt)
+        raw_model.to(env.dev)
+        opts = configure_optimizers(raw_model, cfg, env.device_type)
+        scaler = torch.amp.GradScaler(env.device_type, enabled=env.ptdtype == torch.float16)
+        if ckpt is not None:
+            run_folder.restore_states(opts, scaler, ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'))
+            if not cfg['eval_only']:
+                xy = draw_batch('train', ckpt['iter_num'], 0, cfg, data.streams, data.mask)[:2]
+                run_folder.check_world(cfg, ckpt, raw_model, xy, env.world, env.dev)
+    except ConfigError as e:
+        err = str(e)
+    try:
+        agree(err, env.ddp)
+        if env.master and not cfg['eval_only']:   # a new run starts its own log; a resumed one trims its log to the checkpoint
+            try:
+                run_folder.claim_run_folder(run, ckpt)
+            except ConfigError as e:
+                err = str(e)
+        agree(err, env.ddp)
+    except ConfigError as e:
+        fail(e)
+    return (data, raw_model, opts, scaler) + resume_point(ckpt, env)
+
+
+def resume_point(ckpt, env):
+    """(iteration, best val loss) a run starts from; a resumed run's random generators as they were."""
+    if ckpt is None:
+        return 0, float('inf')
+    torch.set_rng_state(ckpt['rng'][env.rank % len(ckpt['rng'])])
+    cuda_rng = ckpt.get('cuda_rng', [None])[env.rank % len(ckpt.get('cuda_rng', [None]))]
+    if env.device_type == 'cuda' and cuda_rng is not None:
+        torch.cuda.set_rng_state(cuda_rng.cpu(), env.dev)
+    return ckpt['iter_num'], ckpt['best_val_loss']
+
+
+def wrap(raw_model, env):
+    """The model the loop runs: compiled (compile), and under torchrun wrapped in DDP."""
+    model = torch.compile(raw_model) if env.compile else raw_model
+    if env.ddp:
+        # a model whose parts sit out some steps (FON's revision organ without holes) says so
+        unused = getattr(raw_model, 'ddp_find_unused_parameters', False)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[env.local_rank] if env.device_type == 'cuda'
+                                                          else None, find_unused_parameters=unused)
+    return model
 
 
 def agree(err, ddp):
@@ -339,213 +451,109 @@ def agree(err, ddp):
         raise ConfigError(first)
 
 
-def idle_cores(cores, read=lambda: open('/proc/stat').read(), wait=0.2):
-    """How many of `cores` (cpu ids) sat idle over the last `wait` seconds, from two reads of
-    /proc/stat's per-core times (idle + iowait over all); this process sleeps meanwhile, so it is
-    not counted. None where there is no /proc/stat."""
-    def times():
-        rows = {}
-        for line in read().splitlines():
-            name, *ticks = line.split()
-            if name.startswith('cpu') and name[3:].isdigit() and int(name[3:]) in cores:
-                rows[int(name[3:])] = [int(t) for t in ticks[:8]]
-        return rows
+class Log:
+    """What a run prints and writes to out_dir/log.jsonl (and wandb): a header, each eval, and every
+    log_interval-th step with its loss, learning rate, time, tokens/s and MFU."""
+
+    def __init__(self, cfg, env, data, raw_model, wandb):
+        self.cfg, self.env, self.model = cfg, env, raw_model
+        self.path = os.path.join(cfg['out_dir'], 'log.jsonl')
+        self.tokens_per_iter = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
+        self.flops_per_iter = raw_model.flops_per_token(cfg['block_size']) * self.tokens_per_iter
+        self.spec = spec_peak_flops(env.dev, env.ptdtype)
+        self.peak = (self.spec or peak_flops(env.dev, env.ptdtype)) * env.world
+        meta = data.meta
+        if env.master:
+            print(f"model {cfg['model']}: {raw_model.num_params():,} parameters, {self.tokens_per_iter:,} tokens/iter "
+                  f"({env.world} x {env.accum} x {env.micro_batch} x {cfg['block_size']}), device {env.dev}, "
+                  f"dtype {str(env.ptdtype)[6:]}, tf32 {env.tf32}, compile {env.compile}, world {env.world}")
+            print(f"data {os.path.join(cfg['data_dir'], cfg['dataset'])}: {meta.get('layout', 'meta.json')}, "
+                  f"vocab {meta['vocab_size']}")
+            if env.threads:
+                print(env.threads)
+            print(f"mfu against {self.peak / 1e12:.3g} TFLOP/s: " + ("the spec sheet's dense peak" if self.spec else
+                  "the best matmul rate measured now, raised to any faster rate this run reaches (so at most 100%)"))
+        if wandb is not None and env.master and not cfg['eval_only']:
+            wandb.init(project=cfg['wandb_project'], config=cfg,
+                       name=cfg['wandb_run_name'] or os.path.basename(os.path.abspath(cfg['out_dir'])))
+        else:
+            wandb = None
+        self.wandb, self.t0 = wandb, time.time()
+
+    def eval(self, iter_num, losses):
+        if not self.env.master:
+            return
+        print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+        if not self.cfg['eval_only']:
+            log_jsonl(self.path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
+                                  'val_loss': losses['val'], 'tokens': iter_num * self.tokens_per_iter}, self.wandb)
+
+    def train(self, iter_num, lossf, lr, norm):
+        t1 = time.time()
+        dt = (t1 - self.t0) / (self.cfg['log_interval'] if iter_num > 0 else 1)
+        self.t0 = t1
+        if self.spec is None:    # a measured peak is at least any rate the run reaches
+            self.peak = max(self.peak, self.flops_per_iter / dt)
+        rec = {'kind': 'train', 'iter': iter_num, 'loss': lossf, 'lr': lr, 'ms': dt * 1000,
+               'tokens_per_s': self.tokens_per_iter / dt, 'mfu': self.flops_per_iter / dt / self.peak}
+        if norm is not None:
+            rec['grad_norm'] = norm.item()
+        if self.env.device_type == 'cuda':
+            rec['peak_mem_gb'] = torch.cuda.max_memory_allocated(self.env.dev) / 2 ** 30
+        if hasattr(self.model, 'train_stats'):
+            rec.update(self.model.train_stats())
+        extra = ''.join(f", {k} {v:.4g}" for k, v in rec.items() if k not in ('kind', 'iter', 'loss', 'lr', 'ms', 'tokens_per_s', 'mfu'))
+        print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms, "
+              f"{rec['tokens_per_s']:.0f} tok/s, mfu {100 * rec['mfu']:.2f}%{extra}")
+        log_jsonl(self.path, rec, self.wandb)
+
+
+@torch.no_grad()
+def estimate_loss(model, data, autocast):
+    """Mean train and val loss over the eval_iters fixed batches of batch_size sequences (the same
+    set at any world size: under torchrun each rank scores every world-th batch, and the sums are
+    reduced, so every rank takes the same checkpoint/NaN decision). A causal=False run's is the
+    mean over all the holes of its holed eval batches, a loss_on='answers' run's the mean over all
+    their answer tokens. model: the model without its DDP wrapper (the ranks score different batches)."""
+    cfg = data.cfg
+    model.eval()
+    sums = torch.zeros(2, 2, device=data.dev)     # (train, val) x (loss sum, weight); on dev: nccl reduces only CUDA tensors
+    for i, split in enumerate(('train', 'val')):
+        for k in range(data.rank, cfg['eval_iters'], data.world):
+            x, y, kw = get_batch(split, -1 - k, 0, data)
+            n = int((y != -1).sum()) if cfg['loss_on'] == 'answers' or not cfg['causal'] else 1
+            if n:
+                with autocast:
+                    _, loss = model(x, y, **kw)
+                sums[i, 0] += loss.float() * n
+            sums[i, 1] += n
+    if torch.distributed.is_initialized():
+        torch.distributed.all_reduce(sums)
+    mean = sums[:, 0] / sums[:, 1]
+    model.train()
+    return {'train': mean[0].item(), 'val': mean[1].item()}
+
+
+def log_jsonl(path, record, wandb=None):
+    with open(path, 'a') as f:
+        f.write(json.dumps(record) + '\n')
+    if wandb is not None:   # the same record, at its iteration
+        wandb.log({k: v for k, v in record.items() if k != 'kind'}, step=record['iter'])
+
+
+def import_wandb():
+    """wandb, imported only for wandb_log=True: it is not a requirement."""
     try:
-        before = times()
-        time.sleep(wait)
-        after = times()
-    except (OSError, ValueError):
-        return None
-    idle = 0.0
-    for c in before.keys() & after.keys():
-        d = [b - a for a, b in zip(before[c], after[c])]
-        idle += (d[3] + d[4]) / sum(d) if sum(d) > 0 else 1.0
-    return idle if before.keys() & after.keys() else None
+        import wandb
+    except ImportError:
+        raise ConfigError("wandb_log=True needs the wandb package, which is not installed: pip install wandb, or "
+                          "leave wandb_log off (log.jsonl in out_dir holds every record; python -m tools.report plots it)")
+    return wandb
 
 
-def cpu_threads(read=lambda: open('/proc/stat').read(), wait=0.2):
-    """Threads for a CPU run when OMP_NUM_THREADS is unset: the cores idle right now, at least one.
-    On a shared 2-core machine under load, torch's default (every core) spun against the other jobs
-    (835 vs 288 ms/iter with 2 threads vs 1); the 1-minute load average instead still counts a job
-    that just ended, and gave an idle machine 1 thread (37.8 vs 25.3 ms/iter)."""
-    if 'OMP_NUM_THREADS' in os.environ:
-        return None
-    cpus = os.sched_getaffinity(0) if hasattr(os, 'sched_getaffinity') else set(range(os.cpu_count() or 1))
-    cores = len(cpus)
-    per_process = int(os.environ.get('LOCAL_WORLD_SIZE', 1))     # torchrun's CPU ranks share the cores
-    idle = idle_cores(cpus, read, wait)
-    if idle is None:   # no /proc (macOS): the load average
-        idle = cores - os.getloadavg()[0]
-    n = max(1, min(torch.get_num_threads(), round(idle) // per_process))
-    torch.set_num_threads(n)
-    return f"{n} CPU thread(s) of {cores} cores, {idle:.1f} of them idle now (set OMP_NUM_THREADS to choose)"
-
-
-def print_sizes(cfg):
-    """Parameters, FLOPs and the peak training memory of a config on one GPU, built and run on the
-    meta device: no data, no memory."""
-    cfg['vocab_size'] = dataset_vocab(cfg, read_meta(cfg))[0]
-    with torch.device('meta'):
-        m = build_model(cfg['model'], cfg)
-    print(f"model: {cfg['model']}")
-    print(f"parameters: {m.num_params()}")
-    print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
-    world = int(os.environ.get('WORLD_SIZE', 1))
-    if split_batch(cfg, world) is None:
-        raise ConfigError(split_hint(cfg, world))
-    micro_batch, accum = split_batch(cfg, world)
-    try:
-        mem = estimate_memory(cfg, micro_batch, accum)
-    except (RuntimeError, NotImplementedError) as e:   # an op the meta device cannot run (a value read back)
-        return print(f"peak training memory: not estimated: the meta device cannot run this step "
-                     f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else 'no detail'})")
-    gb = lambda b: f"{b / 2 ** 30:.2f} GB"   # noqa: E731 (GiB, as peak_mem_gb in log.jsonl)
-    kept = {'AdamW': '2 fp32 states per parameter', 'StableAdamW': '2 fp32 states per parameter',
-            'Muon': '1 momentum per matrix', 'ParcaeMuon': '1 momentum per matrix + 1 second moment per row or column'}
-    opt = '; '.join(f"{k} {gb(v)}: {kept.get(k, 'its states')}" for k, v in mem['optimizers'].items())
-    print(f"peak training memory per GPU (estimated: one step run on the meta device, eager, "
-          f"{str(mem['dtype'])[6:]}{' autocast' if mem['dtype'] != torch.float32 else ''}, "
-          f"micro-batch {micro_batch} x {cfg['block_size']} tokens, {accum} micro-step(s), world {world}):")
-    print(f"  weights: {gb(mem['weights'])} (fp32)")
-    print(f"  gradients: {gb(mem['gradients'])} (fp32; {gb(mem['grads_at_peak'])} of them held at the peak)")
-    print(f"  optimizer states: {gb(mem['optimizer'])} ({opt})")
-    print(f"  activations: {gb(mem['activations'])} (held at the peak, in the {mem['phase']}; "
-          f"{gb(mem['saved'])} kept by the forward for backward)")
-    print(f"  total: {gb(mem['total'])} (weights + optimizer states + activations + gradients held at the peak)")
-    print(f"  under torchrun: + {gb(mem['gradients'])} for DDP's gradient buckets (a copy of the gradients), "
-          f"{gb(mem['total'] + mem['gradients'])} per GPU")
-    print("  with torch.compile: not estimated: inductor decides when compiling which activations to keep "
-          "and which to recompute in backward, and fuses elementwise ops, so its peak is usually below eager's")
-    fits = ['yes' if mem['total'] <= 0.9 * cap * 2 ** 30 else 'no' for cap in (40, 80)]
-    print(f"fits on a 40 GB / 80 GB GPU: {fits[0]} / {fits[1]} (keeping 10% for the CUDA context and the allocator)")
-
-
-# ----------------------------------------------------------------------------- data
-def data_streams(cfg):
-    """The .bin files a run reads: train and val, and the synthetic battery's train stream that
-    p_synth mixes into training."""
-    streams = {s: os.path.join(cfg['data_dir'], cfg['dataset'], f'{s}.bin') for s in ('train', 'val')}
-    if cfg['p_synth'] > 0:
-        streams['synth_train'] = os.path.join(cfg['data_dir'], cfg['synth_dataset'], 'train.bin')
-    return streams
-
-
-def open_streams(paths):
-    """name -> (token memmap, answer-mark memmap or None), each opened once: a run keeps the files
-    it opened for its life, so a dataset prepared anew under it (written beside and swapped in)
-    never changes what it reads. Also returns each stream's record: bytes and the sha256 of its
-    first MiB, what a checkpoint keeps to tell its data from other data cheaply."""
-    streams, record = {}, {}
-    for name, path in paths.items():
-        with open(path, 'rb') as f:
-            record[name] = stream_record(f)
-            size = record[name]['bytes']
-            data = np.memmap(f, dtype=np.uint16, mode='r') if size and size % 2 == 0 else None   # check_tokens says why
-        marks = path[:-4] + '_answers.bin'
-        streams[name] = (data, np.memmap(marks, dtype=np.uint8, mode='r') if os.path.isfile(marks) else None)
-    return streams, record
-
-
-def check_same_tokenizer(cfg, meta):
-    """p_synth mixes synth_dataset's ids into the dataset's: both must come from one tokenizer."""
-    if cfg['p_synth'] <= 0 or cfg['synth_dataset'] == cfg['dataset']:
-        return
-    synth = read_meta({**cfg, 'dataset': cfg['synth_dataset']})
-    if synth is None:
-        return      # load_data names the missing stream
-    keys = ('tokenizer', 'bpe_vocab', 'itos')
-    differ = [k for k in keys if synth.get(k) != meta.get(k)]
-    if differ:
-        said = lambda m: f"{m.get('tokenizer')} tokenizer, vocab_size {m.get('vocab_size')}"
-        raise ConfigError(f"p_synth mixes {cfg['synth_dataset']}'s ids into {cfg['dataset']}'s, but they come from "
-                          f"other tokenizers ({cfg['synth_dataset']}: {said(synth)}; {cfg['dataset']}: {said(meta)}; "
-                          f"{', '.join(differ)} differ), so its ids would mean other tokens: set --p_synth=0 or name a "
-                          f"synth_dataset prepared with {cfg['dataset']}'s tokenizer")
-
-
-def load_data(cfg, master, ddp, then=None):
-    """(meta, streams, mask id, data record) once every stream is checked; then: the record of the
-    data a resumed checkpoint trained on, which the data found now must match. The synthetic
-    battery is made on the spot, so python train.py works offline."""
-    ds_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
-    if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
-        err = None
-        if master:
-            import prepare_data
-            try:
-                prepare_data.prepare('synthetic', out_dir=cfg['data_dir'])
-            except OSError as e:
-                err = f"cannot write the synthetic data under data_dir {cfg['data_dir']}: {e.strerror or e}"
-        agree(err, ddp)
-    meta = read_meta(cfg)
-    if meta is None:
-        raise ConfigError(f"{ds_dir} holds no data (meta.json, or nanoGPT's train.bin with or without meta.pkl): "
-                          f"prepare the data first ({prepare_hint(cfg['dataset'])})")
-    check_same_tokenizer(cfg, meta)
-    paths = data_streams(cfg)
-    for name, path in paths.items():
-        if not os.path.isfile(path):
-            need = cfg['synth_dataset'] if name.startswith('synth') else cfg['dataset']
-            raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(need)})"
-                              if name != 'synth_train' else f"{path} not found: p_synth needs {prepare_hint(need)}")
-    streams, record = open_streams(paths)
-    record = data_record(cfg, meta, record)
-    check_data(then, record, ds_dir, f"resume on the data it trained on, or start a new run from its weights "
-                                     f"(--init_from={cfg['out_dir']} --out_dir=NEW)")
-    cfg['vocab_size'], mask = dataset_vocab(cfg, meta)
-    for name, path in paths.items():
-        check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'] if master else None,   # one rank reads every id
-                     data=streams[name][0])
-    if cfg['loss_on'] == 'answers':
-        streams.update(answer_windows(streams, paths, meta, cfg['block_size']))
-    return meta, streams, mask, record
-
-
-def answer_windows(streams, paths, meta, T):
-    """loss_on='answers' scores only the answers of a synthetic set, so its windows start where an
-    example does: {'train_starts': positions, 'val_starts': positions} (configurator.example_starts)."""
-    from prepare_data import get_tokenizer
-    newline = get_tokenizer(meta)[0]('\n')
-    return {f'{s}_starts': example_starts(paths[s], newline, T, data=streams[s][0]) for s in ('train', 'val')}
-
-
-def batch_generator(cfg, rank, *key):
-    """A generator seeded by (seed, rank, split, iteration, micro-step). get_batch draws each
-    iteration from (seed, 0, split, it, 0), the key of rank 0's first micro-step when every rank
-    drew its own (so one process draws as it did); tools.eval seeds its eval set the same way."""
-    return torch.Generator().manual_seed(zlib.crc32(repr((cfg['seed'], rank) + key).encode()))
-
-
-def windows(stream, ix, T):
-    """The windows of T + 1 tokens that start at ix, and their answer marks where a synthetic
-    stream has a {split}_answers.bin beside it (the task-given holes of FON's fine-tuning), else None."""
-    data, mark = stream
-    xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
-    if mark is None:
-        return xy, None
-    return xy, torch.from_numpy(np.stack([mark[i:i + T + 1] for i in ix])).bool()
-
-
-def blocks(stream, draws, T, seed):
-    """The workspace paper's sampler: non-overlapping blocks of T + 1 tokens, one shuffle per pass,
-    no replacement; draws: the global draw indices (iteration * sequences per iteration + sequence)."""
-    data = stream[0]
-    nblocks = len(data) // (T + 1)
-    out = []
-    for d in draws:
-        epoch, j = divmod(d, nblocks)
-        b = block_order(seed, epoch, nblocks)[j].item()
-        out.append(torch.from_numpy(data[b * (T + 1):(b + 1) * (T + 1)].astype(np.int64)))
-    return torch.stack(out)
-
-
-@functools.lru_cache(maxsize=2)
-def block_order(seed, epoch, nblocks):
-    return torch.randperm(nblocks, generator=torch.Generator().manual_seed(zlib.crc32(repr((seed, 'blocks', epoch)).encode())))
-
-
-def get_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
-    """(x, y, holes) for micro-step `micro` of iteration `it` on this rank. The iteration's
+# ----------------------------------------------------------------------------- the data's details
+def draw_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
+    """(x, y, holes) on the CPU for micro-step `micro` of iteration `it` on this rank. The iteration's
     batch_size * gradient_accumulation_steps sequences are drawn as one, from one generator of
     (seed, split, it), and each rank's micro-step takes its rows: the batches are a function of the
     iteration alone, whatever the world size or micro-batch split (one process, one micro-step
@@ -598,504 +606,234 @@ def get_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
     return x, y, holes
 
 
-def hole_targets(y, holes):
-    """A causal=False run's targets: the hole's token at a hole, ignored (-1) everywhere else,
-    where full attention sees the next token in the input; with no hole in the batch, every
-    target and a weight of 0, so the step stays finite and adds nothing. Returns (y, weight)."""
-    if not holes.any():
-        return y, 0.0
-    return y.masked_fill(~holes, -1), 1.0
-
-
-def to_device(t, dev):
-    """A host tensor on dev. On CUDA it is pinned first: a non_blocking copy from pageable memory
-    waits for the copy, one from pinned memory overlaps the step that runs."""
-    if dev.startswith('cuda'):
-        t = t.pin_memory()
-    return t.to(dev, non_blocking=True)
-
-
-def train_batch(it, micro, cfg, streams, mask, rank, world, dev, knobs):
-    """Training micro-step `micro` of iteration `it` on dev: (x, y, the forward's keywords, the
-    loss weight)."""
-    x, y, holes = get_batch('train', it, micro, cfg, streams, mask, rank, world)
-    weight = 1.0
-    if not cfg['causal']:   # BERT-style: full attention, the loss at the holes only
-        y, weight = hole_targets(y, holes)
-    # a batch without holes passes none (holes is on the CPU here: no device sync), so the
-    # model's hole stream does not run and its own parameters get no gradient
-    kw = {'holes': to_device(holes, dev)} if holes is not None and holes.any() and 'holes' in knobs else {}
-    if not cfg['causal']:
-        kw = {'causal': False}
-    return to_device(x, dev), to_device(y, dev), kw, weight
-
-
-# ----------------------------------------------------------------------------- the schedule
-def get_lr(it, cfg):
-    """The learning rate at iteration it as a fraction of the peak: linear warmup, then cosine to
-    min_lr, constant, or trapezoid (constant, then a linear cooldown over cooldown_frac)."""
-    warm, floor = cfg['warmup_iters'], cfg['min_lr'] / cfg['learning_rate']
-    if it < warm:
-        return (it + 1) / (warm + 1)
-    if cfg['schedule'] == 'constant':
-        return 1.0
-    if cfg['schedule'] == 'trapezoid':
-        start = cfg['max_iters'] * (1 - cfg['cooldown_frac'])
-        if it < start:
-            return 1.0
-        return 1.0 - (1.0 - floor) * min(1.0, (it - start) / max(1.0, cfg['max_iters'] - start))
-    decay = cfg['lr_decay_iters'] or cfg['max_iters']
-    if it >= decay:
-        return floor
-    ratio = (it - warm) / max(1, decay - warm)
-    return floor + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (1.0 - floor)
-
-
-def set_schedule(opts, it, cfg):
-    """Every optimizer's rates at iteration it, from the config alone (so a resumed run may change
-    them); Muon's weight decay falls to 0 over the run (muon_wd_decay) and its momentum warms up
-    from muon_momentum_start (Parcae Table 21). A group may carry an 'lr_scale' (optim_groups)."""
-    mult = get_lr(it, cfg)
-    for k, opt in enumerate(opts):
-        peak = cfg['learning_rate'] if k == 0 else (cfg['muon_lr'] or cfg['learning_rate'])
-        for g in opt.param_groups:
-            g['lr'] = peak * mult * g.get('lr_scale', 1.0)
-            if k == 1:
-                g['weight_decay'] = cfg['muon_weight_decay'] * (max(0.0, 1.0 - it / cfg['max_iters']) if cfg['muon_wd_decay'] else 1.0)
-                warm = min(1.0, it / cfg['muon_momentum_warmup']) if cfg['muon_momentum_warmup'] > 0 else 1.0
-                g['momentum'] = cfg['muon_momentum_start'] + warm * (cfg['muon_momentum'] - cfg['muon_momentum_start'])
-    return mult * cfg['learning_rate']
-
-
-# ----------------------------------------------------------------------------- eval and checkpoints
-@torch.no_grad()
-def estimate_loss(model, cfg, streams, mask, dev, autocast, rank, world):
-    """Mean train and val loss over the eval_iters fixed batches of batch_size sequences (the same
-    set at any world size: under torchrun each rank scores every world-th batch, and the sums are
-    reduced, so every rank takes the same checkpoint/NaN decision); a causal=False run's is the
-    loss at the holes of its holed eval batches (every sequence holed as in training, full
-    attention), the mean over all their holes, and a loss_on='answers' run's the mean over all
-    their answer tokens. model: the model without its DDP wrapper (the
-    ranks score different batches)."""
-    model.eval()
-    sums = torch.zeros(2, 2, device=dev)     # (train, val) x (loss sum, weight); on dev: nccl reduces only CUDA tensors
-    for i, split in enumerate(('train', 'val')):
-        for k in range(rank, cfg['eval_iters'], world):
-            x, y, holes = get_batch(split, -1 - k, 0, cfg, streams, mask)
-            kw, n = {}, int((y != -1).sum()) if cfg['loss_on'] == 'answers' else 1
-            if not cfg['causal']:   # the hole loss: full attention, the targets at the holes only
-                y, kw, n = hole_targets(y, holes)[0], {'causal': False}, int(holes.sum())
-            if n:
-                with autocast:
-                    _, loss = model(x.to(dev), y.to(dev), **kw)
-                sums[i, 0] += loss.float() * n
-            sums[i, 1] += n
-    if torch.distributed.is_initialized():
-        torch.distributed.all_reduce(sums)
-    mean = sums[:, 0] / sums[:, 1]
-    model.train()
-    return {'train': mean[0].item(), 'val': mean[1].item()}
-
-
-def log_jsonl(path, record, wandb=None):
-    with open(path, 'a') as f:
-        f.write(json.dumps(record) + '\n')
-    if wandb is not None:   # the same record, at its iteration
-        wandb.log({k: v for k, v in record.items() if k != 'kind'}, step=record['iter'])
-
-
-def import_wandb():
-    """wandb, imported only for wandb_log=True: it is not a requirement."""
-    try:
-        import wandb
-    except ImportError:
-        raise ConfigError("wandb_log=True needs the wandb package, which is not installed: pip install wandb, or "
-                          "leave wandb_log off (log.jsonl in out_dir holds every record; python -m tools.report plots it)")
-    return wandb
-
-
-def save_run(cfg, model, opts, scaler, meta, it, best_val, data):
-    """ckpt.pt with all an exact resume needs, every rank's RNG states included (collective): the
-    CPU generator's and, on CUDA, the device's (Parcae draws its h_0 there); data: the record of
-    the data it trained on (data_record), which a resume and tools.eval check."""
-    dev = next(model.parameters()).device
-    mine = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == 'cuda' else None)
-    states = [mine]
-    if torch.distributed.is_initialized():
-        states = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(states, mine)
-    rng, cuda_rng = [s[0] for s in states], [s[1] for s in states]
-    if int(os.environ.get('RANK', 0)) == 0:
-        model_args = {f.name: getattr(model.config, f.name) for f in dataclasses.fields(model.config)}
-        save_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), {
-            'model': model.state_dict(), 'optimizers': [o.state_dict() for o in opts],
-            'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
-            'config': cfg, 'meta': meta, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng,
-            'cuda_rng': cuda_rng, 'data': data})
-
-
-def diverged(what, cfg, last_good):
-    ckpt = os.path.join(cfg['out_dir'], 'ckpt.pt')
-    if last_good is None:
-        fail(f"{what}, before the first checkpoint: lower learning_rate and start again with --overwrite=True")
-    fail(f"{what}; {ckpt} still holds the last good state (iter {last_good}): start from it with a lower "
-         f"learning_rate, --init_from={cfg['out_dir']} --out_dir=NEW (a resumed run keeps its recipe)")
-
-
-class Stopped(KeyboardInterrupt):
-    """SIGTERM (a scheduler ending a job) or SIGHUP (a closed terminal): Ctrl-C's treatment."""
-    def __init__(self, signum):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def stop(signum, frame):
-    raise Stopped(signum)
-
-
-def resume_command(cfg, world=None):
-    """The command that continues the run in out_dir, launched as this one was: under torchrun,
-    torchrun with this job's processes per node (world: another world size's)."""
-    script = sys.argv[0] if os.path.basename(sys.argv[0]) == 'train.py' else 'train.py'
-    total = int(os.environ.get('WORLD_SIZE', 1)) if world is None else world
-    per_node = int(os.environ.get('LOCAL_WORLD_SIZE', total)) if world is None else world
-    if 'TORCHELASTIC_RUN_ID' in os.environ or total > 1:
-        launch = (f"torchrun --standalone --nproc_per_node={per_node}" if total == per_node else
-                  f"torchrun --nnodes={total // per_node} --nproc_per_node={per_node} (and this job's rendezvous flags)")
-    else:
-        launch = 'python'
-    return f"{launch} {shlex.quote(script)} --init_from=resume --out_dir={shlex.quote(cfg['out_dir'])}"
-
-
-def interrupted(run, signum=signal.SIGINT):
-    """Ctrl-C, SIGTERM or SIGHUP: one line with the iteration reached and the command that
-    continues; exit 128 + the signal's number (130, 143, 129), as the shell reports a kill."""
-    cfg, it, last_good = run.get('cfg'), run.get('iter'), run.get('last_good')
-    code = 128 + int(signum)
-    how = '' if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
-    where = f" at iter {it}" if it is not None else ""
-    if int(os.environ.get('RANK', 0)) != 0:
-        sys.exit(code)
-    if cfg is None or cfg['eval_only']:
-        print(f"interrupted{how}{where} (nothing was written)", file=sys.stderr)
-    elif last_good is None:
-        back = run.get('aside') and give_back(cfg, run['aside'])
-        print(f"interrupted{how}{where}, before the first checkpoint: nothing to resume" +
-              ("; the run --overwrite was to replace is back in place" if back else ""), file=sys.stderr)
-    else:
-        print(f"interrupted{how}{where}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good}: "
-              f"continue with {resume_command(cfg)}", file=sys.stderr)
-    sys.exit(code)
-
-
-ASIDE = 'replaced'   # out_dir/replaced/: the run that --overwrite replaces, until the new one has a checkpoint
-# what a run writes into its folder (train.py; tools.eval's eval/ and compare/; tools.results' done.json):
-# --overwrite sets these aside and nothing else
-RUN_FILES = ('ckpt.pt', 'config.json', 'log.jsonl', 'eval', 'compare', 'done.json')
-
-
-def run_files(out):
-    """The names of out's own run files; a folder among them that holds a run of its own is not one."""
-    def holds_run(path):
-        return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in ('ckpt.pt', 'config.json'))
-    return [n for n in RUN_FILES if os.path.lexists(os.path.join(out, n)) and not holds_run(os.path.join(out, n))]
-
-
-def set_aside(cfg):
-    """--overwrite over a trained run: move its files (run_files, nothing else: never another run's
-    folder, never a file a run does not write) into out_dir/replaced/, where they stay until this
-    run writes its first checkpoint. None when there is nothing to set aside."""
-    out = cfg['out_dir']
-    if not os.path.exists(os.path.join(out, 'ckpt.pt')):
+def split_batch(cfg, world):
+    """(micro-batch, micro-steps) per process so that an iteration holds batch_size *
+    gradient_accumulation_steps sequences over `world` processes: the largest micro-batch up to
+    batch_size that divides a process's share. None when the sequences do not divide by world."""
+    seqs = cfg['batch_size'] * cfg['gradient_accumulation_steps']
+    if seqs % world:
         return None
-    aside = os.path.join(out, ASIDE)
-    if os.path.lexists(aside):
-        raise ConfigError(f"{aside} holds a run that an interrupted --overwrite set aside: move its files back into "
-                          f"{out} or delete it, then run again")
-    try:
-        os.makedirs(aside)
-        for name in run_files(out):
-            os.replace(os.path.join(out, name), os.path.join(aside, name))
-    except OSError as e:
-        back = give_back(cfg, aside)
-        raise ConfigError(f"cannot set the replaced run aside in {aside}: {e.strerror or e}" +
-                          ("" if back else f"; its files are in {aside}: move them back into {out}"))
-    return aside
+    share = seqs // world
+    batch = max(b for b in range(1, min(cfg['batch_size'], share) + 1) if share % b == 0)
+    return batch, share // batch
 
 
-def give_back(cfg, aside):
-    """Undo set_aside: this run's files go and the replaced run's come back. True when done."""
-    out = cfg['out_dir']
-    try:
-        for name in run_files(out):
-            path = os.path.join(out, name)
-            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
-        for name in os.listdir(aside):
-            os.replace(os.path.join(aside, name), os.path.join(out, name))
-        os.rmdir(aside)
-        return True
-    except OSError:
-        return False
+def split_hint(cfg, world):
+    """The values that would divide: the next gradient_accumulation_steps, or batch_size."""
+    B, A = cfg['batch_size'], cfg['gradient_accumulation_steps']
+    A2 = A * world // math.gcd(B * A, world)
+    step = world // math.gcd(A, world)
+    B2 = (B // step) * step or step
+    return (f"batch_size * gradient_accumulation_steps = {B} * {A} sequences per iteration do not split over "
+            f"{world} processes: pass --gradient_accumulation_steps={A2} ({B * A2} sequences) or --batch_size={B2} "
+            f"({B2 * A} sequences)")
 
 
-def put_back(cfg):
-    """An --overwrite killed before its first checkpoint leaves the run it replaced in
-    out_dir/replaced/: the next start into out_dir (when no run holds it) puts it back, and says so."""
-    out, aside = cfg['out_dir'], os.path.join(cfg['out_dir'], ASIDE)
-    if int(os.environ.get('RANK', 0)) != 0 or os.path.exists(os.path.join(out, 'ckpt.pt')) \
-            or not os.path.isfile(os.path.join(aside, 'ckpt.pt')):
+def data_streams(cfg):
+    """The .bin files a run reads: train and val, and the synthetic battery's train stream that
+    p_synth mixes into training."""
+    streams = {s: os.path.join(cfg['data_dir'], cfg['dataset'], f'{s}.bin') for s in ('train', 'val')}
+    if cfg['p_synth'] > 0:
+        streams['synth_train'] = os.path.join(cfg['data_dir'], cfg['synth_dataset'], 'train.bin')
+    return streams
+
+
+def open_streams(paths):
+    """name -> (token memmap, answer-mark memmap or None), each opened once: a run keeps the files
+    it opened for its life, so a dataset prepared anew under it (written beside and swapped in)
+    never changes what it reads. Also returns each stream's record: bytes and the sha256 of its
+    first MiB, what a checkpoint keeps to tell its data from other data cheaply."""
+    streams, record = {}, {}
+    for name, path in paths.items():
+        with open(path, 'rb') as f:
+            record[name] = stream_record(f)
+            size = record[name]['bytes']
+            data = np.memmap(f, dtype=np.uint16, mode='r') if size and size % 2 == 0 else None   # check_tokens says why
+        marks = path[:-4] + '_answers.bin'
+        streams[name] = (data, np.memmap(marks, dtype=np.uint8, mode='r') if os.path.isfile(marks) else None)
+    return streams, record
+
+
+def check_same_tokenizer(cfg, meta):
+    """p_synth mixes synth_dataset's ids into the dataset's: both must come from one tokenizer."""
+    if cfg['p_synth'] <= 0 or cfg['synth_dataset'] == cfg['dataset']:
         return
-    lock, _ = lock_out_dir(out)
-    if lock is None:    # the --overwrite run is still going
-        return
-    with lock:
-        if give_back(cfg, aside):
-            print(f"put back the run in {aside}, which an --overwrite interrupted before its first checkpoint had "
-                  f"set aside", file=sys.stderr)
+    synth = read_meta({**cfg, 'dataset': cfg['synth_dataset']})
+    if synth is None:
+        return      # load_data names the missing stream
+    keys = ('tokenizer', 'bpe_vocab', 'itos')
+    differ = [k for k in keys if synth.get(k) != meta.get(k)]
+    if differ:
+        said = lambda m: f"{m.get('tokenizer')} tokenizer, vocab_size {m.get('vocab_size')}"
+        raise ConfigError(f"p_synth mixes {cfg['synth_dataset']}'s ids into {cfg['dataset']}'s, but they come from "
+                          f"other tokenizers ({cfg['synth_dataset']}: {said(synth)}; {cfg['dataset']}: {said(meta)}; "
+                          f"{', '.join(differ)} differ), so its ids would mean other tokens: set --p_synth=0 or name a "
+                          f"synth_dataset prepared with {cfg['dataset']}'s tokenizer")
 
 
-def peer_gone(e):
-    """Whether e is what a collective raises when another rank has exited."""
-    return isinstance(e, RuntimeError) and (isinstance(e, getattr(torch.distributed, 'DistError', ())) or any(
-        w in str(e) for w in ('Connection closed', 'Connection reset', 'Broken pipe', 'peer')))
-
-
-def main(argv):
-    run = {}    # how far the run got: what Ctrl-C or a failure before the first checkpoint reports
-    # a signal the launcher ignores stays ignored (nohup's SIGHUP)
-    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)
-                if signal.getsignal(sig) is not signal.SIG_IGN}
-    ddp = 'RANK' in os.environ
-    try:
-        train(argv, run)
-    except KeyboardInterrupt as e:
-        interrupted(run, getattr(e, 'signum', signal.SIGINT))
-    except BaseException as e:
-        if ddp and not isinstance(e, SystemExit):
-            # a signal torchrun passed on may have ended a peer while this rank waited in a collective:
-            # its handler runs here, in the sleep, and the stop is Ctrl-C's, not the peer's error
+def load_data(cfg, then=None, rank=0, world=1, dev='cpu', ddp=False):
+    """The data get_batch reads on this process (rank of world, batches sent to dev), once every
+    stream is checked; then: the record of the data a resumed checkpoint trained on, which the data
+    found now must match. The synthetic battery is made on the spot, so python train.py works offline."""
+    ds_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
+    if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
+        err = None
+        if rank == 0:
             try:
-                time.sleep(0.2)
-            except KeyboardInterrupt as k:
-                interrupted(run, getattr(k, 'signum', signal.SIGINT))
-        if run.get('aside') and run.get('last_good') is None:
-            give_back(run['cfg'], run['aside'])
-        if ddp and int(os.environ['RANK']) != 0 and peer_gone(e):
-            sys.exit(1)     # the rank that stopped first says why
-        raise
-    finally:
-        for sig, h in handlers.items():
-            signal.signal(sig, h)
+                prepare('synthetic', out_dir=cfg['data_dir'])
+            except OSError as e:
+                err = f"cannot write the synthetic data under data_dir {cfg['data_dir']}: {e.strerror or e}"
+        agree(err, ddp)
+    meta = read_meta(cfg)
+    if meta is None:
+        raise ConfigError(f"{ds_dir} holds no data (meta.json, or nanoGPT's train.bin with or without meta.pkl): "
+                          f"prepare the data first ({prepare_hint(cfg['dataset'])})")
+    check_same_tokenizer(cfg, meta)
+    paths = data_streams(cfg)
+    for name, path in paths.items():
+        if not os.path.isfile(path):
+            need = cfg['synth_dataset'] if name.startswith('synth') else cfg['dataset']
+            raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(need)})"
+                              if name != 'synth_train' else f"{path} not found: p_synth needs {prepare_hint(need)}")
+    streams, record = open_streams(paths)
+    record = data_record(cfg, meta, record)
+    check_data(then, record, ds_dir, f"resume on the data it trained on, or start a new run from its weights "
+                                     f"(--init_from={cfg['out_dir']} --out_dir=NEW)")
+    cfg['vocab_size'], mask = dataset_vocab(cfg, meta)
+    for name, path in paths.items():
+        check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'] if rank == 0 else None,   # one rank reads every id
+                     data=streams[name][0])
+    if cfg['loss_on'] == 'answers':
+        streams.update(answer_windows(streams, paths, meta, cfg['block_size']))
+    return Data(cfg, streams, mask, rank, world, dev, model_classes(cfg['model'])[0].knobs, meta, record)
 
 
-def train(argv, run):
-    """One run, as its config says; run gets cfg, iter, last_good (the last checkpoint's
-    iteration) and aside (the folder a replaced run waits in) as they become known."""
+def answer_windows(streams, paths, meta, T):
+    """loss_on='answers' scores only the answers of a synthetic set, so its windows start where an
+    example does: {'train_starts': positions, 'val_starts': positions} (prepare_data.example_starts)."""
+    newline = get_tokenizer(meta)[0]('\n')
+    return {f'{s}_starts': example_starts(paths[s], newline, T, data=streams[s][0]) for s in ('train', 'val')}
+
+
+def batch_generator(cfg, rank, *key):
+    """A generator seeded by (seed, rank, split, iteration, micro-step). get_batch draws each
+    iteration from (seed, 0, split, it, 0), the key of rank 0's first micro-step when every rank
+    drew its own (so one process draws as it did); tools.eval seeds its eval set the same way."""
+    return torch.Generator().manual_seed(zlib.crc32(repr((cfg['seed'], rank) + key).encode()))
+
+
+def windows(stream, ix, T):
+    """The windows of T + 1 tokens that start at ix, and their answer marks where a synthetic
+    stream has a {split}_answers.bin beside it (the task-given holes of FON's fine-tuning), else None."""
+    data, mark = stream
+    xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
+    if mark is None:
+        return xy, None
+    return xy, torch.from_numpy(np.stack([mark[i:i + T + 1] for i in ix])).bool()
+
+
+def blocks(stream, draws, T, seed):
+    """The workspace paper's sampler: non-overlapping blocks of T + 1 tokens, one shuffle per pass,
+    no replacement; draws: the global draw indices (iteration * sequences per iteration + sequence)."""
+    data = stream[0]
+    nblocks = len(data) // (T + 1)
+    out = []
+    for d in draws:
+        epoch, j = divmod(d, nblocks)
+        b = block_order(seed, epoch, nblocks)[j].item()
+        out.append(torch.from_numpy(data[b * (T + 1):(b + 1) * (T + 1)].astype(np.int64)))
+    return torch.stack(out)
+
+
+@functools.lru_cache(maxsize=2)
+def block_order(seed, epoch, nblocks):
+    return torch.randperm(nblocks, generator=torch.Generator().manual_seed(zlib.crc32(repr((seed, 'blocks', epoch)).encode())))
+
+
+# ----------------------------------------------------------------------------- the machine
+def idle_cores(cores, read=lambda: open('/proc/stat').read(), wait=0.2):
+    """How many of the given cores (cpu ids) sat idle over the next `wait` seconds, read from the
+    per-core times in /proc/stat (idle and iowait over all). This process sleeps meanwhile, so it
+    does not count itself. None where there is no /proc/stat."""
+    def times():
+        rows = {}
+        for line in read().splitlines():
+            name, *ticks = line.split()
+            if name.startswith('cpu') and name[3:].isdigit() and int(name[3:]) in cores:
+                rows[int(name[3:])] = [int(t) for t in ticks[:8]]
+        return rows
     try:
-        cfg, given = resolve_config(argv, with_given=True)
-        check_settings(cfg)
-        if cfg['dry_run']:
-            return print_sizes(cfg)
-        wandb = import_wandb() if cfg['wandb_log'] else None
-    except ConfigError as e:
-        fail(e)
+        before = times()
+        time.sleep(wait)
+        after = times()
+    except (OSError, ValueError):
+        return None
+    idle = 0.0
+    for c in before.keys() & after.keys():
+        d = [b - a for a, b in zip(before[c], after[c])]
+        idle += (d[3] + d[4]) / sum(d) if sum(d) > 0 else 1.0
+    return idle if before.keys() & after.keys() else None
 
-    # --- distributed setup; every check that needs no data comes before any process waits for another
-    ddp = int(os.environ.get('RANK', -1)) != -1
-    rank, local_rank, world = [int(os.environ[k]) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE')] if ddp else (0, 0, 1)
+
+def cpu_threads(read=lambda: open('/proc/stat').read(), wait=0.2):
+    """Sets the threads of a CPU run to the cores idle right now (at least one, shared among
+    torchrun's ranks), because threads that compete with other jobs for a core slow torch many
+    times over (docs/tools.md has the measurements). Leaves OMP_NUM_THREADS's choice alone.
+    Returns the line the run prints, None when OMP_NUM_THREADS is set."""
+    if 'OMP_NUM_THREADS' in os.environ:
+        return None
+    cpus = os.sched_getaffinity(0) if hasattr(os, 'sched_getaffinity') else set(range(os.cpu_count() or 1))
+    cores = len(cpus)
+    per_process = int(os.environ.get('LOCAL_WORLD_SIZE', 1))     # torchrun's CPU ranks share the cores
+    idle = idle_cores(cpus, read, wait)
+    if idle is None:   # no /proc (macOS): the load average
+        idle = cores - os.getloadavg()[0]
+    n = max(1, min(torch.get_num_threads(), round(idle) // per_process))
+    torch.set_num_threads(n)
+    return f"{n} CPU thread(s) of {cores} cores, {idle:.1f} of them idle now (set OMP_NUM_THREADS to choose)"
+
+
+def print_sizes(cfg):
+    """Parameters, FLOPs and the peak training memory of a config on one GPU, built and run on the
+    meta device: no data, no memory."""
     try:
-        dev, ptdtype, autocast = resolve_device(cfg['device'], cfg['dtype'])
-        if ddp and dev.startswith('cuda'):
-            dev = f'cuda:{local_rank}'
-            check_device(dev)
-        check_out_dir(cfg['out_dir'])
-        put_back(cfg)
-        stamp = checkpoint_stamp(cfg)
-        ckpt = prepare_out_dir(cfg, given)
-        run.update(cfg=cfg, last_good=ckpt['iter_num'] if ckpt else None)
+        cfg['vocab_size'] = dataset_vocab(cfg, read_meta(cfg))[0]
+        with torch.device('meta'):
+            m = build_model(cfg['model'], cfg)
+        print(f"model: {cfg['model']}")
+        print(f"parameters: {m.num_params()}")
+        print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
+        world = int(os.environ.get('WORLD_SIZE', 1))
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world))
+        micro_batch, accum = split_batch(cfg, world)
+        try:
+            mem = estimate_memory(cfg, micro_batch, accum, configure_optimizers)
+        except (RuntimeError, NotImplementedError) as e:   # an op the meta device cannot run (a value read back)
+            return print(f"peak training memory: not estimated: the meta device cannot run this step "
+                         f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else 'no detail'})")
+        gb = lambda b: f"{b / 2 ** 30:.2f} GB"   # noqa: E731 (GiB, as peak_mem_gb in log.jsonl)
+        kept = {'AdamW': '2 fp32 states per parameter', 'StableAdamW': '2 fp32 states per parameter',
+                'Muon': '1 momentum per matrix', 'ParcaeMuon': '1 momentum per matrix + 1 second moment per row or column'}
+        opt = '; '.join(f"{k} {gb(v)}: {kept.get(k, 'its states')}" for k, v in mem['optimizers'].items())
+        print(f"peak training memory per GPU (estimated: one step run on the meta device, eager, "
+              f"{str(mem['dtype'])[6:]}{' autocast' if mem['dtype'] != torch.float32 else ''}, "
+              f"micro-batch {micro_batch} x {cfg['block_size']} tokens, {accum} micro-step(s), world {world}):")
+        print(f"  weights: {gb(mem['weights'])} (fp32)")
+        print(f"  gradients: {gb(mem['gradients'])} (fp32; {gb(mem['grads_at_peak'])} of them held at the peak)")
+        print(f"  optimizer states: {gb(mem['optimizer'])} ({opt})")
+        print(f"  activations: {gb(mem['activations'])} (held at the peak, in the {mem['phase']}; "
+              f"{gb(mem['saved'])} kept by the forward for backward)")
+        print(f"  total: {gb(mem['total'])} (weights + optimizer states + activations + gradients held at the peak)")
+        print(f"  under torchrun: + {gb(mem['gradients'])} for DDP's gradient buckets (a copy of the gradients), "
+              f"{gb(mem['total'] + mem['gradients'])} per GPU")
+        print("  with torch.compile: not estimated: inductor decides when compiling which activations to keep "
+              "and which to recompute in backward, and fuses elementwise ops, so its peak is usually below eager's")
+        fits = ['yes' if mem['total'] <= 0.9 * cap * 2 ** 30 else 'no' for cap in (40, 80)]
+        print(f"fits on a 40 GB / 80 GB GPU: {fits[0]} / {fits[1]} (keeping 10% for the CUDA context and the allocator)")
+
     except ConfigError as e:
         fail(e)
-    if ddp:
-        torch.distributed.init_process_group(backend='nccl' if dev.startswith('cuda') else 'gloo')
-        if dev.startswith('cuda'):
-            torch.cuda.set_device(dev)
-    master = rank == 0
-    micro_batch, accum = split_batch(cfg, world)
-    device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
-    use_compile = cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda'
-    torch.manual_seed(cfg['seed'] + rank)
-    threads = cpu_threads() if device_type == 'cpu' else None
-    tf32 = device_type == 'cuda' and use_tf32(cfg, ptdtype)
-    if device_type == 'cuda':
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-
-    # --- data and model: the checkpoint's weights (resume), another run's (init_from=DIR) or fresh ones;
-    # every check (the data, the weights, the optimizer and scaler states, the world size) comes before
-    # anything is written, so a refused command changes nothing
-    ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
-    err = None
-    try:
-        meta, streams, mask, record = load_data(cfg, master, ddp, ckpt.get('data') if ckpt else None)
-        raw_model = build_model(cfg['model'], cfg)
-        if ckpt is not None:
-            load_weights(raw_model, ckpt['model'], ckpt_path)
-        elif cfg['init_from'] != 'scratch':
-            src = read_checkpoint(cfg['init_from'])
-            if src['model_name'] != cfg['model']:
-                raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
-            load_weights(raw_model, src['model'], cfg['init_from'])
-        raw_model.to(dev)
-        # optimizers (AdamW, + Muon for hidden matrices); a resumed run restores them and the scaler
-        opts = configure_optimizers(raw_model, cfg, device_type)
-        scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
-        if ckpt is not None:
-            restore_states(opts, scaler, ckpt, ckpt_path)
-            if not cfg['eval_only']:
-                check_world(cfg, ckpt, raw_model, get_batch('train', ckpt['iter_num'], 0, cfg, streams, mask)[:2], world, dev)
-    except ConfigError as e:
-        err = str(e)
-    try:
-        agree(err, ddp)
-        log_path = os.path.join(cfg['out_dir'], 'log.jsonl')
-        if master and not cfg['eval_only']:   # a new run starts its own log; a resumed one trims its log to the checkpoint
-            try:
-                lock = claim_out_dir(cfg, stamp)    # noqa: F841 (held until the process ends)
-                run['aside'] = set_aside(cfg) if ckpt is None else None
-                start_files(cfg, log_path, ckpt['iter_num'] if ckpt else None)
-            except ConfigError as e:
-                err = str(e)
-        agree(err, ddp)
-    except ConfigError as e:
-        fail(e)
-    knobs = knob_names(raw_model)
-
-    iter_num, best_val = 0, float('inf')
-    if ckpt is not None:
-        torch.set_rng_state(ckpt['rng'][rank % len(ckpt['rng'])])
-        cuda_rng = ckpt.get('cuda_rng', [None])[rank % len(ckpt.get('cuda_rng', [None]))]
-        if device_type == 'cuda' and cuda_rng is not None:
-            torch.cuda.set_rng_state(cuda_rng.cpu(), dev)
-        iter_num, best_val = ckpt['iter_num'], ckpt['best_val_loss']
-    resumed = ckpt is not None
-    del ckpt    # its tensors
-    model = torch.compile(raw_model) if use_compile else raw_model
-    if ddp:
-        # a model whose parts sit out some steps (FON's revision organ without holes) says so
-        unused = getattr(raw_model, 'ddp_find_unused_parameters', False)
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if device_type == 'cuda' else None,
-                                                          find_unused_parameters=unused)
-
-    tokens_per_iter = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps']
-    flops_per_iter = raw_model.flops_per_token(cfg['block_size']) * tokens_per_iter
-    spec = spec_peak_flops(dev, ptdtype)
-    peak = (spec or peak_flops(dev, ptdtype)) * world
-    if master:
-        print(f"model {cfg['model']}: {raw_model.num_params():,} parameters, {tokens_per_iter:,} tokens/iter "
-              f"({world} x {accum} x {micro_batch} x {cfg['block_size']}), device {dev}, "
-              f"dtype {str(ptdtype)[6:]}, tf32 {tf32}, compile {use_compile}, world {world}")
-        print(f"data {os.path.join(cfg['data_dir'], cfg['dataset'])}: {meta.get('layout', 'meta.json')}, "
-              f"vocab {meta['vocab_size']}")
-        if threads:
-            print(threads)
-        print(f"mfu against {peak / 1e12:.3g} TFLOP/s: " + ("the spec sheet's dense peak" if spec else
-              "the best matmul rate measured now, raised to any faster rate this run reaches (so at most 100%)"))
-    if wandb is not None and master and not cfg['eval_only']:
-        wandb.init(project=cfg['wandb_project'], config=cfg,
-                   name=cfg['wandb_run_name'] or os.path.basename(os.path.abspath(cfg['out_dir'])))
-    else:
-        wandb = None
-
-    # --- the loop
-    model.train()
-    t0 = time.time()
-    last_good, first_iter = iter_num if resumed else None, iter_num
-    batch = None    # the next micro-step's (x, y, forward keywords, loss weight), on the device
-    run['last_good'] = last_good
-    while True:
-        run['iter'] = iter_num
-        lr = set_schedule(opts, iter_num, cfg)
-        # a resumed run evaluates where it starts, as its log was trimmed there
-        if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
-            losses = estimate_loss(model.module if ddp else model, cfg, streams, mask, dev, autocast, rank, world)
-            if master:
-                print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-            if cfg['eval_only']:    # evaluation writes nothing
-                break
-            if master:
-                log_jsonl(log_path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
-                                     'val_loss': losses['val'], 'tokens': iter_num * tokens_per_iter}, wandb)
-            if not all(math.isfinite(v) for v in losses.values()):
-                diverged(f"eval loss is not finite at iter {iter_num}", cfg, last_good)
-            if losses['val'] < best_val or cfg['always_save_checkpoint']:
-                best_val = min(best_val, losses['val'])
-                try:
-                    save_run(cfg, raw_model, opts, scaler, meta, iter_num, best_val, record)
-                except ConfigError as e:
-                    fail(e)
-                last_good = run['last_good'] = iter_num
-                if run.get('aside'):   # this run has a checkpoint: the one it replaces goes
-                    shutil.rmtree(run.pop('aside'), ignore_errors=True)
-        if iter_num >= cfg['max_iters']:
-            break
-
-        for micro in range(accum):
-            x, y, kw, weight = batch or train_batch(iter_num, micro, cfg, streams, mask, rank, world, dev, knobs)
-            if ddp:  # sync gradients only on the last micro-step
-                model.require_backward_grad_sync = micro == accum - 1
-            with autocast:
-                loss = model(x, y, **kw)[1] / accum   # the logits are not kept: at 32k vocab they are GBs
-            if weight != 1.0:
-                loss = loss * weight
-            # the next micro-step's batch (after the last, the next iteration's first) is read and sent
-            # while the device runs this step, as nanoGPT does; a batch depends only on where it falls
-            it, m = (iter_num, micro + 1) if micro + 1 < accum else (iter_num + 1, 0)
-            batch = train_batch(it, m, cfg, streams, mask, rank, world, dev, knobs) if it < cfg['max_iters'] else None
-            scaler.scale(loss).backward()
-        if cfg['grad_clip'] > 0:
-            for opt in opts:
-                scaler.unscale_(opt)
-            norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg['grad_clip'])
-        for opt in opts:
-            scaler.step(opt)
-        scaler.update()
-        for opt in opts:
-            opt.zero_grad(set_to_none=True)
-
-        if iter_num % cfg['log_interval'] == 0 and master:
-            lossf = loss.item() * accum
-            if not math.isfinite(lossf):
-                diverged(f"training loss is {lossf} at iter {iter_num}", cfg, last_good)
-            t1 = time.time()
-            dt = (t1 - t0) / (cfg['log_interval'] if iter_num > 0 else 1)
-            t0 = t1
-            if spec is None:    # a measured peak is at least any rate the run reaches
-                peak = max(peak, flops_per_iter / dt)
-            rec = {'kind': 'train', 'iter': iter_num, 'loss': lossf, 'lr': lr, 'ms': dt * 1000,
-                   'tokens_per_s': tokens_per_iter / dt, 'mfu': flops_per_iter / dt / peak}
-            if cfg['grad_clip'] > 0:
-                rec['grad_norm'] = norm.item()
-            if device_type == 'cuda':
-                rec['peak_mem_gb'] = torch.cuda.max_memory_allocated(dev) / 2 ** 30
-            if hasattr(raw_model, 'train_stats'):
-                rec.update(raw_model.train_stats())
-            extra = ''.join(f", {k} {v:.4g}" for k, v in rec.items() if k not in ('kind', 'iter', 'loss', 'lr', 'ms', 'tokens_per_s', 'mfu'))
-            print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms, "
-                  f"{rec['tokens_per_s']:.0f} tok/s, mfu {100 * rec['mfu']:.2f}%{extra}")
-            log_jsonl(log_path, rec, wandb)
-        iter_num += 1
-    if master and not cfg['eval_only']:
-        print(f"done: {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good} (best val loss {best_val:.4f}); "
-              f"next: python sample.py --out_dir={cfg['out_dir']}  or  python -m tools.eval --out_dir={cfg['out_dir']}")
-
-    if ddp:
-        # leave together, and free DDP (which holds the process group) before the group goes: a
-        # gloo rank that tore the group down while main() returned hung its peer now and then
-        torch.distributed.barrier()
-        del model
-        torch.distributed.destroy_process_group()
-
 
 if __name__ == '__main__':
     main(sys.argv[1:])

@@ -189,6 +189,7 @@ class SlotWorkspace(nn.Module):
 
 # ----------------------------------------------------------------------------- the model
 class Workspace(nn.Module):
+    knobs = ()
 
     def __init__(self, config):
         super().__init__()

@@ -1,10 +1,7 @@
-import functools
 import json
 import os
-import runpy
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
@@ -68,11 +65,10 @@ def read_log(out_dir, kind='train'):
     return [r for r in recs if r['kind'] == kind]
 
 
-@functools.lru_cache(maxsize=1)
 def train_script():
-    """train.py's defaults and functions (DEFAULTS, get_batch, get_lr, main, ...), read by running
-    the file without its __main__ block: no file imports the trainer."""
-    return types.SimpleNamespace(**runpy.run_path(os.path.join(ROOT, 'train.py'), run_name='train_script'))
+    """train.py as a module (DEFAULTS, get_batch, get_lr, main, ...): importing it runs nothing."""
+    import train
+    return train
 
 
 def get_batch(cfg, split, it, micro=0, rank=0, world=1, mask=None):
@@ -80,4 +76,4 @@ def get_batch(cfg, split, it, micro=0, rank=0, world=1, mask=None):
     T = train_script()
     paths = T.data_streams({**T.DEFAULTS, **cfg})
     streams = T.open_streams({k: p for k, p in paths.items() if os.path.isfile(p)})[0]   # a test may write one split
-    return T.get_batch(split, it, micro, {**T.DEFAULTS, **cfg}, streams, mask, rank, world)
+    return T.draw_batch(split, it, micro, {**T.DEFAULTS, **cfg}, streams, mask, rank, world)

@@ -69,7 +69,7 @@ def test_decode_passes_sdpa_a_mask_only_for_alibi(kw, masked, monkeypatch):
 
 def test_separate_qkv_is_the_fused_matrix_split_and_muon_sees_three():
     # nanochat (and Parcae's blocks) keep q, k, v apart, so Muon orthogonalises each of them
-    import models
+    import train
     torch.manual_seed(0)
     fused = GPT(tiny())
     sep = GPT(tiny(fused_qkv=False))
@@ -86,7 +86,7 @@ def test_separate_qkv_is_the_fused_matrix_split_and_muon_sees_three():
            'beta2': 0.95, 'eps': 1e-8, 'muon_momentum': 0.95, 'muon_weight_decay': 0.0}
     m = GPT(tiny(fused_qkv=False, value_embeds=True))
     names = {id(p): n for n, p in m.named_parameters()}
-    adamw, muon = models.configure_optimizers(m, cfg, 'cpu')
+    adamw, muon = train.configure_optimizers(m, cfg, 'cpu')
     in_muon = {names[id(p)] for g in muon.param_groups for p in g['params']}
     in_adamw = {names[id(p)] for g in adamw.param_groups for p in g['params']}
     assert in_muon == {f'transformer.h.{i}.{n}.weight' for i in range(2)   # Parcae's Table 20

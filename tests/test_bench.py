@@ -9,6 +9,7 @@ import torch
 
 from tools import bench
 import models
+import train
 from conftest import train_script
 
 TINY = ['--block_size=16', '--batch_size=2', '--n_embd=32', '--n_head=2', '--n_layer=2', '--vocab_size=64',
@@ -57,7 +58,7 @@ def test_cpu_memory_counts_saved_activations():
     sizes = []
     for B in (1, 4):
         model = models.build_model('gpt', cfg)
-        opts = models.configure_optimizers(model, cfg, 'cpu')
+        opts = train.configure_optimizers(model, cfg, 'cpu')
         x = torch.randint(64, (B, 16))
         sizes.append(bench.cpu_step_bytes(model, opts, lambda: model(x, x)[1]))
     p = sum(q.numel() * 4 for q in model.parameters())
@@ -116,6 +117,6 @@ def test_gpu_check_flags_a_recompile_storm():
     # Parcae needs a few versions of its recurrent block by design: with the limit at 1 the check
     # must stop at the limit instead of silently running on in eager
     opt = {**bench.DEFAULTS, 'backend': 'eager', 'warmup': 3, 'iters': 1}
-    cfg = bench.tiny(models.resolve_config([os.path.join(bench.ROOT, 'config', 'cpu_parcae.py')]))
+    cfg = bench.tiny(train.resolve_config([os.path.join(bench.ROOT, 'config', 'cpu_parcae.py')]))
     with torch._dynamo.config.patch(recompile_limit=1), pytest.raises(torch._dynamo.exc.FailOnRecompileLimitHit):
         bench.check_model('parcae', {**cfg, 'dtype': 'float32'}, opt, 'cpu', (8, 12))

@@ -12,6 +12,7 @@ import torch
 
 from tools import bench
 import models
+import train
 
 from conftest import ROOT, read_log, train_script
 
@@ -27,7 +28,7 @@ def compiled_run(path, data_dir, out_dir, backend, monkeypatch, iters=6):
     """train.py on config `path` at bench.TINY_SHAPE with compile=True through `backend`: iters
     training steps, an eval before, halfway and after. A recompile storm raises. Returns
     bench.compile_stats() and the config; the logged losses must be finite."""
-    cfg = bench.tiny(models.resolve_config([path]))
+    cfg = bench.tiny(train.resolve_config([path]))
     fields = models.model_fields(cfg['model'])   # the tiny shape where the model has the key: train.py refuses the rest
     shape = [f'--{k}={cfg[k]}' for k in bench.TINY_SHAPE if k in fields or k in ('vocab_size', 'block_size', 'batch_size')]
     compile_ = torch.compile

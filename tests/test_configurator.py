@@ -67,7 +67,7 @@ def test_every_config_file_is_valid():
     """Each config file (config/ and its folders) names a model and only keys that train.py or that model knows."""
     import glob
     import os
-    from models import resolve_config
+    from train import resolve_config
     files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), '..', 'config', '**', '*.py'), recursive=True))
     assert files
     for f in files:

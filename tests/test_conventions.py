@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import configurator
+import prepare_data
 from conftest import ROOT, get_batch, read_log, train_script
 
 TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=8', '--eval_iters=2',
@@ -106,15 +107,15 @@ def nanogpt_bpe_folder(root, name='ng_bpe'):
 def test_read_meta_reads_both_nanogpt_layouts(tmp_path):
     nanogpt_char_folder(tmp_path)
     nanogpt_bpe_folder(tmp_path)
-    meta = configurator.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_char'})
+    meta = prepare_data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_char'})
     assert meta['tokenizer'] == 'char' and meta['vocab_size'] == len(CHARS) and meta['itos'] == CHARS
     assert "meta.pkl" in meta['layout']
     # only a stoi (itos is its inverse)
     nanogpt_char_folder(tmp_path, 'ng_stoi', with_itos=False)
-    assert configurator.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_stoi'})['itos'] == CHARS
-    meta = configurator.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_bpe'})
+    assert prepare_data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_stoi'})['itos'] == CHARS
+    meta = prepare_data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_bpe'})
     assert meta['tokenizer'] == 'gpt2' and meta['vocab_size'] == 50304 and 'no meta file' in meta['layout']
-    assert configurator.read_meta({'data_dir': str(tmp_path), 'dataset': 'nothing'}) is None
+    assert prepare_data.read_meta({'data_dir': str(tmp_path), 'dataset': 'nothing'}) is None
 
 
 def test_a_meta_pkl_that_names_a_class_is_refused_unloaded(tmp_path):
@@ -122,7 +123,7 @@ def test_a_meta_pkl_that_names_a_class_is_refused_unloaded(tmp_path):
     with open(os.path.join(d, 'meta.pkl'), 'wb') as f:
         pickle.dump({'vocab_size': 3, 'itos': shutil.rmtree}, f)     # loading it would import and call nothing
     with pytest.raises(configurator.ConfigError, match=r"is not nanoGPT's meta.pkl.*shutil.rmtree"):
-        configurator.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_char'})
+        prepare_data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_char'})
 
 
 def test_train_and_sample_on_nanogpt_char_folder(tmp_path, capsys):
@@ -148,7 +149,6 @@ def test_train_on_nanogpt_bpe_folder_and_sample_decodes_gpt2(tmp_path, monkeypat
     ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
     assert ckpt['model_args']['vocab_size'] == 50304 and ckpt['meta']['tokenizer'] == 'gpt2'
     # the GPT-2 BPE files are not here (tests never download): a small BPE with GPT-2's rules stands in
-    import prepare_data
     import sample
     import tiktoken
     from tiktoken_ext.openai_public import r50k_pat_str
@@ -284,7 +284,7 @@ def test_wandb_not_installed_is_one_line_before_anything(char_data, tmp_path, mo
 # ----------------------------------------------------------------------------- many machines
 def recipes():
     """(batch_size, gradient_accumulation_steps) of every config, and nanoGPT's GPT-2 recipe (12 x 40)."""
-    pairs, defaults = {(12, 40)}, configurator.train_defaults()
+    pairs, defaults = {(12, 40)}, train_script().DEFAULTS
     for f in glob.glob(os.path.join(ROOT, 'config', '**', '*.py'), recursive=True):
         cfg = {**defaults, **configurator.parse_args([f])}
         pairs.add((cfg['batch_size'], cfg['gradient_accumulation_steps']))
@@ -296,14 +296,14 @@ def test_batch_split_at_16_and_64_processes(world):
     import re
     for B, A in recipes():
         cfg = {'batch_size': B, 'gradient_accumulation_steps': A}
-        split = configurator.split_batch(cfg, world)
+        split = train_script().split_batch(cfg, world)
         if split is None:
             # it does not divide, and both values the hint proposes do
             assert (B * A) % world
-            hint = configurator.split_hint(cfg, world)
+            hint = train_script().split_hint(cfg, world)
             a2, b2 = map(int, re.search(r'--gradient_accumulation_steps=(\d+) .* --batch_size=(\d+)', hint).groups())
-            assert configurator.split_batch({**cfg, 'gradient_accumulation_steps': a2}, world)
-            assert configurator.split_batch({**cfg, 'batch_size': b2}, world)
+            assert train_script().split_batch({**cfg, 'gradient_accumulation_steps': a2}, world)
+            assert train_script().split_batch({**cfg, 'batch_size': b2}, world)
             continue
         micro, accum = split
         # the iteration holds the same sequences as on one process, each micro-batch at most batch_size,
@@ -323,7 +323,7 @@ def test_blocks_of_an_iteration_are_the_next_of_the_shuffle_at_16_and_64(tmp_pat
     np.repeat(np.arange(n_blocks, dtype=np.uint16), T + 1).tofile(d / 'train.bin')   # block b holds b, b
     cfg = {'data_dir': str(tmp_path), 'dataset': 'blk', 'sampler': 'blocks', 'block_size': T, 'batch_size': 8,
            'gradient_accumulation_steps': S // 8}
-    micro, accum = configurator.split_batch(cfg, world)
+    micro, accum = train_script().split_batch(cfg, world)
     order = train_script().block_order(1337, 0, n_blocks).tolist()
     for it in (0, 3):
         got = [b for rank in range(world) for m in range(accum)
@@ -336,7 +336,7 @@ def spied_run(T, monkeypatch, args, lazy=False):
     """Runs train.py in this process; returns the events (fetch, forward, backward) of its training
     steps, and each step's input. lazy: every batch is read only where the step uses it (no prefetch)."""
     events, inputs = [], []
-    fetch, build = T.train.__globals__['train_batch'], T.train.__globals__['build_model']
+    fetch, build = T.train.__globals__['get_batch'], T.train.__globals__['build_model']
 
     class Later:
         def __init__(self, *a):
@@ -345,9 +345,11 @@ def spied_run(T, monkeypatch, args, lazy=False):
         def __iter__(self):
             return iter(fetch(*self.a))
 
-    def train_batch(it, micro, *a):
+    def get_batch(split, it, micro, *a):
+        if split != 'train' or it < 0:   # an eval batch
+            return fetch(split, it, micro, *a)
         events.append(('fetch', it, micro))
-        return Later(it, micro, *a) if lazy else fetch(it, micro, *a)
+        return Later(split, it, micro, *a) if lazy else fetch(split, it, micro, *a)
 
     def tracked(name, cfg):
         m = build(name, cfg)
@@ -362,7 +364,7 @@ def spied_run(T, monkeypatch, args, lazy=False):
             return logits, loss
         m.forward = spy
         return m
-    monkeypatch.setitem(T.train.__globals__, 'train_batch', train_batch)
+    monkeypatch.setitem(T.train.__globals__, 'get_batch', get_batch)
     monkeypatch.setitem(T.train.__globals__, 'build_model', tracked)
     T.main(args)
     return events, inputs

@@ -49,9 +49,9 @@ def test_loss_on_answers_keeps_only_the_answer_targets_of_whole_examples(hops):
     itos = json.load(open(os.path.join(hops, 'hops', 'meta.json')))['itos']
     T = train_script()
     cfg = {**T.DEFAULTS, 'data_dir': hops, 'dataset': 'hops', 'block_size': 128, 'batch_size': 8, 'loss_on': 'answers'}
-    meta, streams, mask, _ = T.load_data(cfg, True, False)
+    data = T.load_data(cfg)
     for split, it in (('train', 3), ('val', -1)):
-        x, y, _ = T.get_batch(split, it, 0, cfg, streams, mask)
+        x, y, _ = T.get_batch(split, it, 0, data)
         for row_x, row_y in zip(x.tolist(), y.tolist()):
             text = ''.join(itos[i] for i in row_x)
             assert text.startswith('hop') and '\n' in text   # a window starts with an example and holds it whole

@@ -191,11 +191,11 @@ def cases(d):
 
 
 def full_disk(main, room=4096):
-    """main, run where every file models.py opens takes room bytes, then raises ENOSPC."""
+    """main, run where every checkpoint file run_folder.py writes takes room bytes, then raises ENOSPC."""
     import builtins
     import errno
 
-    import models
+    import run_folder
 
     class Full:
         def __init__(self, f):
@@ -217,13 +217,14 @@ def full_disk(main, room=4096):
             self.f.close()
 
     def run(args):
-        models.open = lambda *a, **k: Full(builtins.open(*a, **k))
+        run_folder.open = lambda path, mode='r', *a, **k: (Full if mode == 'wb' else lambda f: f)(builtins.open(path, mode, *a, **k))
         main(args)
     return run
 
 
 def full_start(main, spare=()):
-    """main, run where train.py cannot open a file to write (but those named in spare): ENOSPC."""
+    """main, run where train.py and run_folder.py cannot open a file to write (but those named in
+    spare): ENOSPC."""
     import builtins
     import errno
 
@@ -233,7 +234,8 @@ def full_start(main, spare=()):
         return builtins.open(path, mode, *a, **k)
 
     def run(args):
-        main.__globals__['open'] = full_open
+        import run_folder
+        main.__globals__['open'] = run_folder.open = full_open
         main(args)
     return run
 

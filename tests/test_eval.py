@@ -15,7 +15,7 @@ from conftest import ROOT, train_script
 import battery
 from tools import eval as ev
 import prepare_data
-import models
+import run_folder
 
 COMMON = ['--max_iters=4', '--eval_interval=4', '--eval_iters=3', '--batch_size=4', '--block_size=32',
           '--n_embd=32', '--n_head=2', '--warmup_iters=1', '--log_interval=1', '--compile=False']
@@ -75,7 +75,7 @@ def test_stream_scores_whole_val_stream(runs, tmp_path):
     val = np.memmap(os.path.join(runs['data'], 'synthetic', 'val.bin'), dtype=np.uint16, mode='r')
     nblocks = len(val) // 33
     assert res['tokens'] == nblocks * 32
-    model, _ = models.load_checkpoint(runs['gpt'])
+    model, _ = run_folder.load_checkpoint(runs['gpt'])
     model.eval()
     xy = torch.from_numpy(val[:nblocks * 33].astype(np.int64)).view(nblocks, 33)
     with torch.no_grad():
@@ -218,7 +218,7 @@ def test_compare_table_and_curves(runs, tmp_path, capsys):
     assert saved['runs'][0]['val_loss'] == pytest.approx(logged_val(runs['gpt']))
     assert saved['runs'][0]['tokens'] == 4 * 4 * 32
     assert saved['series'] == 4                      # train + val curve per run
-    assert res['runs'][1]['params'] == models.load_checkpoint(runs['parcae'])[0].num_params()
+    assert res['runs'][1]['params'] == run_folder.load_checkpoint(runs['parcae'])[0].num_params()
     ext = json.load(open(tmp_path / 'extrapolate.json'))     # both runs in one figure
     assert ext['series'] == 2 and [r['model'] for r in ext['runs']] == ['gpt', 'parcae']
     assert ext['runs'][0]['rows'][1]['loss'] is None and ext['runs'][1]['rows'][1]['loss'] is not None

@@ -9,6 +9,7 @@ import torch
 
 import fon
 from configurator import parse_args
+import train
 from conftest import get_batch, train_script
 from fon import FON, FONConfig, make_holes
 
@@ -213,7 +214,7 @@ def test_delay_logits_get_their_own_learning_rate():
     assert FON(tiny()).train_stats()['delay_shift'] < 1e-5             # at init
     cfg = {'learning_rate': 1e-3, 'weight_decay': 0.0, 'warmup_iters': 0, 'schedule': 'constant', 'max_iters': 10,
            'eps': 1e-30}
-    opts = models.configure_optimizers(m, cfg, 'cpu')
+    opts = train.configure_optimizers(m, cfg, 'cpu')
     train_script().set_schedule(opts, 0, {**train_script().DEFAULTS, **cfg})
     z0, rho0 = m.layers[0].mix.delay_logit.detach().clone(), m.layers[0].mix.lam.bias.detach().clone()
     x, holes = holed_batch()
@@ -434,7 +435,7 @@ def test_far_battery_tasks_lie_beyond_the_reach_of_a_hole():
     characters after the answer, cannot reach FON's fill, and a near task's can."""
     import battery
     import models
-    cfg = models.resolve_config([os.path.join(ROOT, 'config', 'fon', 'fon_cpu_battery.py'), '--model=fon'])
+    cfg = train.resolve_config([os.path.join(ROOT, 'config', 'fon', 'fon_cpu_battery.py'), '--model=fon'])
     torch.manual_seed(0)
     m = models.build_model('fon', {**cfg, 'vocab_size': 45})
     with torch.no_grad():

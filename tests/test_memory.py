@@ -9,7 +9,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import models
-from configurator import train_defaults
+import train
 from conftest import train_script
 
 B, T = 8, 64
@@ -18,7 +18,7 @@ B, T = 8, 64
 def tiny(name, **kw):
     if name == 'parcae':   # a shallower loop: the same code at a third of the ops
         kw = {'mean_recurrence': 3, 'mean_backprop_depth': 2, **kw}
-    return {**train_defaults(), 'model': name, 'vocab_size': 65, 'block_size': T, 'n_layer': 2, 'n_embd': 64,
+    return {**train.DEFAULTS, 'model': name, 'vocab_size': 65, 'block_size': T, 'n_layer': 2, 'n_embd': 64,
             'n_head': 4, 'dtype': 'float32', **kw}
 
 
@@ -28,7 +28,7 @@ def real_step(cfg, accum, autocast=None):
     torch.manual_seed(0)
     model = models.build_model(cfg['model'], cfg)
     model.train()
-    opts = models.configure_optimizers(model, cfg, 'cpu')
+    opts = train.configure_optimizers(model, cfg, 'cpu')
     kw = models.deepest_knobs(model, cfg)
 
     def step():
@@ -58,7 +58,7 @@ def step_bytes(est):
 @pytest.mark.parametrize('name', list(models.MODELS))
 def test_estimate_matches_the_profiled_step(name):
     cfg = tiny(name, **({'block_size': 256} if name == 'gpt' else {}))
-    est = models.estimate_memory(cfg, B, 1, device_type='cpu')
+    est = models.estimate_memory(cfg, B, 1, train.configure_optimizers, device_type='cpu')
     model, opts, measured = real_step(cfg, 1)
     assert est['weights'] == models.storage_bytes(list(model.parameters()) + list(model.buffers()))
     assert abs(step_bytes(est) / measured - 1) < 0.25, (step_bytes(est), measured)
@@ -72,8 +72,8 @@ def test_gradient_accumulation_and_muon_states():
     the real optimizers' to the byte."""
     for variant in ('torch', 'parcae'):
         cfg = tiny('gpt', optimizer='muon', muon_variant=variant)
-        one = models.estimate_memory(cfg, B, 1, device_type='cpu')
-        est = models.estimate_memory(cfg, B, 2, device_type='cpu')
+        one = models.estimate_memory(cfg, B, 1, train.configure_optimizers, device_type='cpu')
+        est = models.estimate_memory(cfg, B, 2, train.configure_optimizers, device_type='cpu')
         model, opts, measured = real_step(cfg, 2)
         assert abs(step_bytes(est) / measured - 1) < 0.25, (step_bytes(est), measured)
         assert est['grads_at_peak'] == est['gradients'] > one['grads_at_peak']
@@ -102,8 +102,8 @@ def test_autocast_emulation_follows_cuda_lists():
     assert w.grad is not None and torch.autocast is torch.amp.autocast   # given back on exit
     # bf16 halves what the matmuls keep: GPT's step in bf16 against the same step in fp32, and
     # against the CPU's own autocast (whose lists agree with CUDA's on what GPT runs)
-    bf16 = models.estimate_memory(tiny('gpt', dtype='bfloat16'), B, 1, device_type='cpu')
-    fp32 = models.estimate_memory(tiny('gpt'), B, 1, device_type='cpu')
+    bf16 = models.estimate_memory(tiny('gpt', dtype='bfloat16'), B, 1, train.configure_optimizers, device_type='cpu')
+    fp32 = models.estimate_memory(tiny('gpt'), B, 1, train.configure_optimizers, device_type='cpu')
     assert step_bytes(bf16) < 0.8 * step_bytes(fp32)
     measured = real_step(tiny('gpt', dtype='bfloat16'), 1, torch.autocast('cpu', dtype=torch.bfloat16))[2]
     assert abs(step_bytes(bf16) / measured - 1) < 0.25, (step_bytes(bf16), measured)

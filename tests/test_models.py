@@ -1,10 +1,9 @@
-"""models.py: the MFU denominator of known GPUs, and train.py's defaults as the tools read them."""
+"""models.py: the MFU denominator of known GPUs; configurator.defaults_of: a script's settings, as train.py and the tools take theirs."""
 import pytest
 import torch
 
+import configurator
 import models
-from configurator import train_defaults
-from conftest import train_script
 
 
 @pytest.mark.parametrize('name, peak', [('NVIDIA H100 PCIe', 756e12), ('NVIDIA H100 80GB HBM3', 989e12),
@@ -16,5 +15,9 @@ def test_spec_peaks_match_the_card_not_its_family(monkeypatch, name, peak):
     assert models.spec_peak_flops('cuda', torch.float32) is None   # the spec peak is a bf16/fp16 figure
 
 
-def test_the_tools_read_the_defaults_train_py_runs_with():
-    assert train_defaults() == train_script().DEFAULTS
+def test_defaults_are_a_scripts_settings_alone():
+    ns = {'__name__': 'x', '_private': 1, 'ROOT': '/r', 'os': configurator.os, 'fail': configurator.fail,
+          'ConfigError': configurator.ConfigError, 'cfg': {}, 'lr': 1e-3, 'n_layer': 4, 'compile': None,
+          'name': 'gpt', 'flag': False, 'windows': (8, 32)}
+    assert configurator.defaults_of(ns) == {'lr': 1e-3, 'n_layer': 4, 'compile': None, 'name': 'gpt', 'flag': False,
+                                            'windows': (8, 32)}

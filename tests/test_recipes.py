@@ -12,6 +12,7 @@ import torch
 import parcae
 import prepare_data
 import models
+import train
 from conftest import read_log, run_script, train_script
 from baselines import GPT, GPTConfig
 from workspace import VARIANTS, Workspace, WorkspaceConfig
@@ -169,7 +170,7 @@ def test_muon_momentum_warms_up_and_weight_decay_falls():
     cfg = {**train_script().DEFAULTS, 'optimizer': 'muon', 'muon_variant': 'parcae', 'muon_momentum_warmup': 300,
            'muon_weight_decay': 0.2, 'muon_wd_decay': True, 'max_iters': 1000, 'learning_rate': 8e-3,
            'schedule': 'trapezoid', 'warmup_iters': 0, 'min_lr': 0.0}
-    opts = models.configure_optimizers(tiny_gpt(), cfg, 'cpu')
+    opts = train.configure_optimizers(tiny_gpt(), cfg, 'cpu')
     assert isinstance(opts[1], parcae.ParcaeMuon) and type(opts[0]) is torch.optim.AdamW
     got = {}
     for it in (0, 150, 300, 900):
@@ -177,7 +178,7 @@ def test_muon_momentum_warms_up_and_weight_decay_falls():
         got[it] = (opts[1].param_groups[0]['momentum'], opts[1].param_groups[0]['weight_decay'])
     assert [round(mu, 6) for mu, _ in got.values()] == [0.85, 0.9, 0.95, 0.95]
     assert got[900][1] == pytest.approx(0.02)
-    assert isinstance(models.configure_optimizers(tiny_gpt(), {**cfg, 'muon_variant': 'torch'}, 'cpu')[1], torch.optim.Muon)
+    assert isinstance(train.configure_optimizers(tiny_gpt(), {**cfg, 'muon_variant': 'torch'}, 'cpu')[1], torch.optim.Muon)
 
 
 # ----------------------------------------------------------------------------- the RDM's Adam
@@ -241,10 +242,10 @@ def test_atan2_adam_has_no_epsilon_and_no_nan():
 
 def test_rdm_keys_select_stable_adamw():
     cfg = {**train_script().DEFAULTS, 'update_clipping': True, 'adam_atan2': True}
-    opt, = models.configure_optimizers(tiny_gpt(), cfg, 'cpu')
+    opt, = train.configure_optimizers(tiny_gpt(), cfg, 'cpu')
     assert isinstance(opt, parcae.StableAdamW)
     assert all(g['update_clipping'] and g['atan2'] for g in opt.param_groups)
-    assert type(models.configure_optimizers(tiny_gpt(), train_script().DEFAULTS, 'cpu')[0]) is torch.optim.AdamW
+    assert type(train.configure_optimizers(tiny_gpt(), train_script().DEFAULTS, 'cpu')[0]) is torch.optim.AdamW
 
 
 def test_recipe_optimizers_resume_exactly():
@@ -264,14 +265,14 @@ def test_recipe_optimizers_resume_exactly():
     a = tiny_gpt()
     b = tiny_gpt()
     b.load_state_dict(a.state_dict())
-    opts_a = models.configure_optimizers(a, cfg, 'cpu')
+    opts_a = train.configure_optimizers(a, cfg, 'cpu')
     steps(a, opts_a, 4)
-    opts_b = models.configure_optimizers(b, cfg, 'cpu')
+    opts_b = train.configure_optimizers(b, cfg, 'cpu')
     steps(b, opts_b, 2)
     saved = [o.state_dict() for o in opts_b]
     c = tiny_gpt()
     c.load_state_dict(b.state_dict())
-    opts_c = models.configure_optimizers(c, cfg, 'cpu')
+    opts_c = train.configure_optimizers(c, cfg, 'cpu')
     for o, s in zip(opts_c, saved):
         o.load_state_dict(s)
     steps(c, opts_c, 2)
@@ -318,7 +319,7 @@ def test_workspace_decays_weight_matrices_only(variant):
     assert shaped_2d <= rest
     expect = {'workspace': {'workspace.keys'}, 'conditioned_dense': {'cond_scale', 'cond_shift', 'readout'}}
     assert shaped_2d == expect.get(variant, set())
-    opts = models.configure_optimizers(m, {**train_script().DEFAULTS, 'weight_decay': 0.1}, 'cpu')
+    opts = train.configure_optimizers(m, {**train_script().DEFAULTS, 'weight_decay': 0.1}, 'cpu')
     in_opt = {names[id(p)]: g['weight_decay'] for g in opts[0].param_groups for p in g['params']}
     assert all(in_opt[n] == 0.0 for n in shaped_2d)
 
@@ -346,7 +347,7 @@ def test_tinystories_byte_cap(tmp_path):
 
 # ----------------------------------------------------------------------------- the configs use them
 def test_paper_configs_use_the_recipes():
-    cfg = lambda name: models.resolve_config([os.path.join(os.path.dirname(__file__), '..', 'config', name)])
+    cfg = lambda name: train.resolve_config([os.path.join(os.path.dirname(__file__), '..', 'config', name)])
     for size in ('140m', '370m', '770m', '1_3b'):
         assert cfg(f'gpt_{size}.py')['init'] == 'scaled_zero'
         p = cfg(f'parcae_{size}.py')

@@ -11,10 +11,11 @@ import torch
 
 from tools import results
 import models
+from train import resolve_config
 
 
 def n_params(args, vocab_size):
-    cfg = models.resolve_config(args + [f'--vocab_size={vocab_size}'])
+    cfg = resolve_config(args + [f'--vocab_size={vocab_size}'])
     return sum(p.numel() for p in models.build_model(cfg['model'], cfg).parameters())
 
 
@@ -41,7 +42,7 @@ def test_parcae_table_2_runs_are_matched_and_differ_only_where_the_paper_says():
     for lr in results.PARCAE_ADAM_LRS:
         counts = {m: n_params(runs[f'{m}, Adam lr {lr:g}'], 65) for m, _ in results.STABILITY}
         assert all(abs(c / counts['Parcae'] - 1) < 1e-3 for c in counts.values()), counts
-        cfg = {m: models.resolve_config(runs[f'{m}, Adam lr {lr:g}']) for m, _ in results.STABILITY}
+        cfg = {m: resolve_config(runs[f'{m}, Adam lr {lr:g}']) for m, _ in results.STABILITY}
         rdm, base = cfg['RDM, res. norm'], cfg['RDM, base']     # config/parcae/rdm_100m.py's choices
         assert (rdm['injection'], rdm['block'], rdm['depth_sampling'], rdm['prelude_norm'], rdm['readout'],
                 rdm['init']) == ('linear', 'sandwich', 'per_batch', False, False, 'scaled')
@@ -58,7 +59,7 @@ def test_parcae_depth_runs_share_table_21s_recipe_and_their_controls_are_matched
               'muon_wd_decay', 'schedule', 'warmup_iters', 'cooldown_frac', 'max_iters', 'dataset', 'block_size',
               'batch_size')
     for setting in spec['settings']:
-        cfg = {m: models.resolve_config(results.muon_run(m, setting, 4e-3)[1]) for m in spec['depth']}
+        cfg = {m: resolve_config(results.muon_run(m, setting, 4e-3)[1]) for m in spec['depth']}
         want = {k: cfg['GPT 6L'][k] for k in recipe}
         assert all({k: c[k] for k in recipe} == want for c in cfg.values())
         assert (want['optimizer'], want['muon_variant'], want['learning_rate'], want['muon_lr']) == ('muon', 'parcae', 4e-3, None)
@@ -131,7 +132,7 @@ def test_fon_and_its_mamba2_are_matched_in_parameters_and_flops():
     runs = results.PAPERS['fon']['runs']
     sizes = {}
     for name in ('FON PC', 'Mamba2'):
-        cfg = models.resolve_config(runs[name])
+        cfg = resolve_config(runs[name])
         with torch.device('meta'):
             m = models.build_model(cfg['model'], {**cfg, 'vocab_size': 66})
         sizes[name] = (m.num_params(), m.flops_per_token(cfg['block_size']))
@@ -189,20 +190,20 @@ def test_a_missing_dataset_is_one_line(tmp_path, monkeypatch, capsys):
 
 def test_textnca_controls_and_the_receptive_field_of_the_schedule_runs():
     runs = results.PAPERS['textnca']['runs']
-    staged = models.resolve_config(runs['staged (2, 8, 32)'])
+    staged = resolve_config(runs['staged (2, 8, 32)'])
     # Sec. 3.2: R_k = 1 + sum_{j<=k} Ts (w_j - 1); as 661 > 512 > 153, the field passes the block only in stage 3
     fields = [1 + sum(staged['Ts'] * (w - 1) for w in staged['windows'][:k]) for k in (1, 2, 3)]
     assert fields[1] < staged['block_size'] < fields[2], fields
     # SWin-TF-Staged: the same schedule as layer windows, two distinct layers per stage, no iteration
-    swin = models.resolve_config(runs['SWin-TF-Staged (2, 2, 8, 8, 32, 32)'])
+    swin = resolve_config(runs['SWin-TF-Staged (2, 2, 8, 8, 32, 32)'])
     assert tuple(swin['windows']) == tuple(w for w in staged['windows'] for _ in range(2)) and swin['n_layer'] == 6
-    assert models.resolve_config(runs['SWin-TF-6L (w = 32)'])['windows'] == max(staged['windows'])   # every layer
+    assert resolve_config(runs['SWin-TF-6L (w = 32)'])['windows'] == max(staged['windows'])   # every layer
     # the parameter-matched Transformer is within 2% of TextNCA; every run shares the data, batch and schedule
     assert abs(n_params(runs['Transformer-6L d84 (parameter-matched)'], 65) / n_params(runs['staged (2, 8, 32)'], 65)
                - 1) < 0.02
     keys = ('block_size', 'batch_size', 'max_iters', 'learning_rate', 'min_lr', 'warmup_iters', 'dataset')
     for name, args in runs.items():
-        cfg = models.resolve_config(args)
+        cfg = resolve_config(args)
         assert {k: cfg[k] for k in keys} == {k: staged[k] for k in keys}, name
 
 
@@ -210,12 +211,12 @@ def test_fon_infill_arms_start_from_their_own_pretraining():
     spec = results.PAPERS['fon']
     ft = spec['finetune']
     assert ft['FON PC + holes'][0] == 'FON PC' and ft['FON OD + holes'][0] == ft['FON AR + holes'][0] == 'FON AR/OD'
-    coupling = {n: models.resolve_config(spec['runs'][src] + args)['coupling'] for n, (src, args) in ft.items()
+    coupling = {n: resolve_config(spec['runs'][src] + args)['coupling'] for n, (src, args) in ft.items()
                 if n.startswith('FON')}
     assert coupling == {'FON PC + holes': 'PC', 'FON OD + holes': 'OD', 'FON AR + holes': 'AR'}
-    assert models.resolve_config(spec['runs']['FON AR/OD'])['coupling'] == 'AR'
+    assert resolve_config(spec['runs']['FON AR/OD'])['coupling'] == 'AR'
     assert list(spec['legs']) == sorted(spec['legs'])
-    cfg = models.resolve_config(spec['runs']['FON PC'] + ft['FON PC + holes'][1])
+    cfg = resolve_config(spec['runs']['FON PC'] + ft['FON PC + holes'][1])
     assert cfg['schedule'] == 'constant' and cfg['max_iters'] == spec['legs'][-1]   # legs resume one run
 
 
@@ -263,11 +264,11 @@ def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
     spec = results.PAPERS['battery']
     assert list(results.PAPERS)[-1] == 'battery' and spec['datasets'] == [('synthetic', 'synthetic')]
     assert spec['seeds'] == 1 and set(spec['finetune']) == {f'{name} + holes' for name in spec['runs']}
-    ft = models.resolve_config(['config/fon/fon_cpu_battery_ft.py'])
+    ft = resolve_config(['config/fon/fon_cpu_battery_ft.py'])
     for name, args in spec['runs'].items():
-        pre = models.resolve_config(args)
+        pre = resolve_config(args)
         src, extra = spec['finetune'][f'{name} + holes']
-        tuned = models.resolve_config(spec['runs'][src] + extra)
+        tuned = resolve_config(spec['runs'][src] + extra)
         bidirectional = 'bidirectional' in name
         assert (pre['dataset'], pre['block_size'], pre['n_embd'], pre['n_layer'], pre['max_iters']) == \
             ('synthetic', 96, 64, 2, 400), name
@@ -278,7 +279,7 @@ def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
         assert {k: tuned[k] for k in same} == {k: ft[k] for k in same}, name
         assert tuned['model'] == pre['model'] == {'FON PC': 'fon', 'Mamba2': 'mamba2'}.get(name, 'gpt')
     # the two GPTs are one model (RoPE both) but for the reading they are trained for
-    gpts = [models.resolve_config(spec['runs'][name]) for name in ('GPT causal', 'GPT bidirectional (causal=False)')]
+    gpts = [resolve_config(spec['runs'][name]) for name in ('GPT causal', 'GPT bidirectional (causal=False)')]
     assert gpts[0]['pos'] == gpts[1]['pos'] == 'rope'
     assert {k for k in gpts[0] if gpts[0][k] != gpts[1][k]} == {'out_dir', 'causal', 'p_fill'}
 
@@ -337,7 +338,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
 
     def train(args, out, seed, iters):
         os.makedirs(out, exist_ok=True)
-        cfg = models.resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a
+        cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a
                                      for a in args] + ['--vocab_size=44'])
         json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
         trained.append((out, seed))
@@ -431,7 +432,7 @@ def test_the_second_size_sees_at_least_20_tokens_per_parameter():
     spec = results.PAPERS['textnca']['small']
     assert set(spec['tune']) == set(spec['runs'])
     for name, args in spec['runs'].items():
-        cfg = models.resolve_config(args + ['--vocab_size=65'])
+        cfg = resolve_config(args + ['--vocab_size=65'])
         with torch.device('meta'):
             m = models.build_model(cfg['model'], cfg)
         non_emb = m.num_params() - sum(e.weight.numel() for e in m.modules() if isinstance(e, torch.nn.Embedding))
@@ -447,7 +448,7 @@ def test_a_tuned_run_s_stated_rate_is_its_config_s_and_its_floor_a_tenth():
     assert len(specs) == 4
     for spec in specs:
         for name, lr in spec['tune'].items():
-            cfg = models.resolve_config(spec['runs'][name])
+            cfg = resolve_config(spec['runs'][name])
             assert cfg['learning_rate'] == lr and cfg['min_lr'] == pytest.approx(lr / 10), name
         assert set(spec.get('tune_as', {}).values()) <= set(spec['tune'])
 
@@ -459,7 +460,7 @@ def test_textnca_report_reads_every_run_where_it_trained(tmp_path, monkeypatch):
 
     def train(args, out, seed, iters):
         os.makedirs(out, exist_ok=True)
-        cfg = models.resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a
+        cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a
                                      for a in args] + ['--vocab_size=65', f'--seed={seed}'])
         json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
         return 60.0

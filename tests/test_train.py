@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import models
+import run_folder
 from conftest import get_batch, read_log, run_script, train_script
 
 TINY = ['--dataset=tiny', '--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=8',
@@ -125,8 +126,7 @@ def test_ddp_two_gloo_processes(char_data, tmp_path):
     assert len(ckpt['rng']) == len(ckpt['cuda_rng']) == 2   # every rank's generators, the device's too (None on a CPU)
     # every rank takes the checkpoint decision from the same number: the eval set of one process
     # (batch k scored by rank k % 2, the sums reduced), recomputed here from the saved weights
-    import models
-    model, ckpt = models.load_checkpoint(out)
+    model, ckpt = run_folder.load_checkpoint(out)
     model.eval()
     cfg = ckpt['config']
     with torch.no_grad():
@@ -174,11 +174,11 @@ def test_a_dataset_prepared_anew_under_a_run_changes_nothing_it_reads(char_data,
     shutil.copytree(os.path.join(char_data, 'tiny'), tmp_path / 'tiny')
     cfg = {**train_script().DEFAULTS, 'data_dir': str(tmp_path), 'dataset': 'tiny', 'block_size': 16, 'batch_size': 4}
     streams, record = train_script().open_streams(train_script().data_streams(cfg))
-    before = train_script().get_batch('train', 3, 0, cfg, streams, None)[0]
+    before = train_script().draw_batch('train', 3, 0, cfg, streams, None)[0]
     for split in ('train', 'val'):
         np.zeros(5000, dtype=np.uint16).tofile(tmp_path / f'{split}.new')
         os.replace(tmp_path / f'{split}.new', tmp_path / 'tiny' / f'{split}.bin')
-    assert torch.equal(train_script().get_batch('train', 3, 0, cfg, streams, None)[0], before) and before.any()
+    assert torch.equal(train_script().draw_batch('train', 3, 0, cfg, streams, None)[0], before) and before.any()
     now = train_script().open_streams(train_script().data_streams(cfg))[1]
     assert now['train']['bytes'] == 10000 != record['train']['bytes'] and now['val']['head'] != record['val']['head']
 
@@ -200,10 +200,10 @@ def test_a_resume_at_another_world_size_continues_or_says_why_not(char_data, tmp
     T = train_script()
     cfg = {**T.DEFAULTS, 'model': 'gpt', 'out_dir': str(b), 'n_layer': 1, 'n_head': 2, 'n_embd': 16, 'vocab_size': 13}
     xy = (torch.zeros(1, 8, dtype=torch.long), torch.zeros(1, 8, dtype=torch.long))
-    T.check_world(cfg, {'rng': [None, None]}, models.build_model('gpt', cfg), xy, 1, 'cpu')
+    run_folder.check_world(cfg, {'rng': [None, None]}, models.build_model('gpt', cfg), xy, 1, 'cpu')
     with pytest.raises(T.ConfigError, match='trained by 2 process.*torchrun --standalone --nproc_per_node=2'):
-        T.check_world({**cfg, 'dropout': 0.1}, {'rng': [None, None]}, models.build_model('gpt', {**cfg, 'dropout': 0.1}),
-                      xy, 1, 'cpu')
+        run_folder.check_world({**cfg, 'dropout': 0.1}, {'rng': [None, None]},
+                               models.build_model('gpt', {**cfg, 'dropout': 0.1}), xy, 1, 'cpu')
 
 
 def test_torchrun_with_the_default_arguments(tmp_path):
@@ -365,11 +365,12 @@ def test_causal_false_trains_and_evaluates_at_the_holes_only(char_data, tmp_path
     torch.manual_seed(0)
     shape = {'n_layer': 2, 'n_head': 2, 'n_embd': 32, 'vocab_size': mask + 1}
     m = models.build_model('gpt', {**T.DEFAULTS, **cfg, **shape})
-    loss = lambda t: m(x, T.hole_targets(t, holes)[0], causal=False)[1].item()
+    loss = lambda t: m(x, T.hole_targets(t, holes), causal=False)[1].item()
     others, one_hole = y.clone(), y.clone()
     others[~holes] = (others[~holes] + 1) % mask
     b, t = holes.nonzero()[0].tolist()
     one_hole[b, t] = (one_hole[b, t] + 1) % mask
     assert loss(others) == loss(y) and loss(one_hole) != loss(y)
-    none, weight = T.hole_targets(y, torch.zeros_like(holes))     # no hole: a finite step that adds nothing
-    assert weight == 0.0 and torch.equal(none, y)
+    none = m(x, T.hole_targets(y, torch.zeros_like(holes)), causal=False)[1]   # no hole: a finite step that adds nothing
+    none.backward()
+    assert none.item() == 0.0 and all(p.grad is None or not p.grad.any() for p in m.parameters())

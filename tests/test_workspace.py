@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import models
+import train
 from conftest import get_batch, train_script
 from baselines import GPT, GPTConfig
 from configurator import parse_args
@@ -190,7 +191,7 @@ def count(name):
 
 def test_configs_are_valid_train_configs():
     for name in [n for size in BUDGETS.values() for n, _ in size] + ['cpu_workspace']:
-        cfg = models.resolve_config([os.path.join(ROOT, 'config', f'{name}.py')])  # unknown keys raise
+        cfg = train.resolve_config([os.path.join(ROOT, 'config', f'{name}.py')])  # unknown keys raise
         model = models.build_model(cfg['model'], {**cfg, 'n_embd': 32, 'n_head': 4, 'd_ff': 16, 'slot_dim': 4})
         assert model.config.block_size == cfg['block_size'] and model.config.vocab_size == 257
 

@@ -65,9 +65,11 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
 import configurator
+import prepare_data
+import train
 from configurator import ConfigError, check, parse_args
-from models import (MODELS, build_model, configure_optimizers, model_classes, model_fields, peak_flops,
-                    resolve_config, resolve_device, use_tf32)
+from models import MODELS, build_model, model_classes, model_fields, peak_flops, resolve_device, use_tf32
+from train import configure_optimizers, resolve_config
 from tools.report import write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo
@@ -95,7 +97,7 @@ gpu_check = False
 gpu_check_worker = ''    # internal: one model of the GPU check (a config path)
 warm_jobs = 3            # GPU check: models compiling at once
 seed = 1337
-DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and not k.isupper() and isinstance(v, (int, float, bool, str, tuple, type(None)))}
+DEFAULTS = configurator.defaults_of(globals())
 
 
 # the GPU check's models at a paper shape, the reference first; and the shape a CPU runs them at
@@ -186,7 +188,7 @@ def refine(name, cfg, fields, target):
 
 
 def shared_configs(names, opt):
-    base = {**configurator.train_defaults(), 'block_size': opt['block_size'] or 256, 'batch_size': opt['batch_size'] or 4,
+    base = {**train.DEFAULTS, 'block_size': opt['block_size'] or 256, 'batch_size': opt['batch_size'] or 4,
             'vocab_size': opt['vocab_size'], 'n_embd': opt['n_embd'], 'n_head': opt['n_head'],
             'n_layer': opt['n_layer'], 'dropout': 0.0, 'optimizer': 'adamw'}
     target = params_of('gpt', base)
@@ -206,9 +208,9 @@ def file_configs(paths, opt):
         extra = [f'--{k}={opt[k]}' for k in ('batch_size', 'block_size') if opt[k] is not None]
         cfg = resolve_config([path] + extra)
         if cfg['vocab_size'] is None:
-            meta = configurator.read_meta(cfg)
+            meta = prepare_data.read_meta(cfg)
             if meta is not None:
-                cfg['vocab_size'] = configurator.dataset_vocab(cfg, meta)[0]
+                cfg['vocab_size'] = prepare_data.dataset_vocab(cfg, meta)[0]
             else:
                 cfg['vocab_size'] = model_fields(cfg['model'])['vocab_size']
         out.append((os.path.splitext(os.path.basename(path))[0], cfg))

@@ -44,9 +44,11 @@ import torch
 
 import configurator
 import models
-from configurator import ConfigError, check, parse_args, prepare_hint
+import prepare_data
+import run_folder
+from configurator import ConfigError, check, parse_args
 from fon import make_holes
-from prepare_data import get_tokenizer, gpt2_encoding
+from prepare_data import get_tokenizer, gpt2_encoding, prepare_hint
 from tools.eval_fill import compare_battery, run_battery, run_infill
 from tools.report import axes, save_figure, write_json
 
@@ -74,7 +76,7 @@ compare = ''             # run folders (python -m tools.eval --compare out-a out
 out = ''                 # '': out_dir/eval (compare: the first run's folder/compare)
 device = 'auto'
 dtype = 'auto'
-DEFAULTS = {k: v for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, type(None)))}
+DEFAULTS = configurator.defaults_of(globals())
 FLAGS = ('stream', 'fit', 'infill', 'battery', 'nca_steps', 'gates')
 
 
@@ -251,10 +253,10 @@ class Evaluator:
     def __init__(self, cfg, knobs):
         self.opt = cfg
         self.dev, self.ptdtype, self.ctx = models.resolve_device(cfg['device'], cfg['dtype'])
-        self.model, ckpt = models.load_checkpoint(cfg['out_dir'], self.dev)
+        self.model, ckpt = run_folder.load_checkpoint(cfg['out_dir'], self.dev)
         self.model.eval()
         self.name = ckpt['model_name']
-        self.knob_names = [k for k in models.knob_names(self.model) if k != 'holes']
+        self.knob_names = [k for k in self.model.knobs if k != 'holes']
         bad = [k for k in knobs if k not in self.knob_names]
         if bad:
             known = sorted(set(DEFAULTS) | set(self.knob_names))
@@ -267,23 +269,23 @@ class Evaluator:
         for k in ('batch_size', 'seed', 'data_dir', 'dataset', 'eval_iters'):
             if cfg[k] is not None:
                 self.tcfg[k] = cfg[k]
-        self.meta = configurator.read_meta(self.tcfg) or ckpt.get('meta')
+        self.meta = prepare_data.read_meta(self.tcfg) or ckpt.get('meta')
         if self.meta is None:
             raise ConfigError(f"{self.tcfg['data_dir']}/{self.tcfg['dataset']} holds no data (meta.json, or nanoGPT's "
                               f"train.bin with or without meta.pkl): eval needs the checkpoint's data (set --data_dir / --dataset)")
-        if configurator.tokenizer_problem(self.meta):
-            raise ConfigError(f"the meta in the checkpoint in {cfg['out_dir']} {configurator.tokenizer_problem(self.meta)}")
+        if prepare_data.tokenizer_problem(self.meta):
+            raise ConfigError(f"the meta in the checkpoint in {cfg['out_dir']} {prepare_data.tokenizer_problem(self.meta)}")
         self.vocab = self.model.config.vocab_size
         if self.tcfg['dataset'] == ckpt['config'].get('dataset'):   # the run's own data, as it trained on it
             self.check_data(ckpt.get('data'))
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f"{cfg['split']}.bin")
         if os.path.isfile(path):   # a missing one is named where it is read
-            configurator.check_tokens(path, 1, self.vocab)
+            prepare_data.check_tokens(path, 1, self.vocab)
         mid = self.tcfg.get('mask_id')
         self.mask_id = mid if mid is not None else self.meta.get('mask_id', self.meta['vocab_size'])
         check_vocabulary(ckpt.get('meta'), self.meta, f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}", self.trained_on)
         self.bytes = token_bytes(self.meta, self.vocab)
-        self.accepts_holes = 'holes' in models.knob_names(self.model)
+        self.accepts_holes = 'holes' in self.model.knobs
         # trained with causal=False (train.py): a masked-reconstruction encoder, scored at holes with full attention
         self.causal = self.tcfg.get('causal', True)
         self.answers_only = self.tcfg.get('loss_on') == 'answers'   # scored where it trained: the answer spans
@@ -296,17 +298,17 @@ class Evaluator:
             path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
             if os.path.isfile(path):
                 with open(path, 'rb') as f:
-                    streams[split] = configurator.stream_record(f)
-        configurator.check_data(then, configurator.data_record(self.tcfg, self.meta, streams),
+                    streams[split] = prepare_data.stream_record(f)
+        prepare_data.check_data(then, prepare_data.data_record(self.tcfg, self.meta, streams),
                                 os.path.join(self.tcfg['data_dir'], self.tcfg['dataset']),
                                 "evaluate it on the data it trained on (--data_dir), or train again on this data")
 
     def generator(self, *key):
-        """Seeded as train.py's get_batch seeds a batch on rank 0."""
+        """Seeded as train.py's draw_batch seeds a batch on rank 0."""
         return torch.Generator().manual_seed(zlib.crc32(repr((self.tcfg['seed'], 0) + key).encode()))
 
     def eval_batch(self, split, k):
-        """Batch k of train.py's eval set: its get_batch at iteration -1 - k on one process, plain
+        """Batch k of train.py's eval set: its draw_batch at iteration -1 - k on one process, plain
         windows of block_size + 1 tokens, a causal=False run's holed as train.py holes them (tests
         check the two agree)."""
         T, n = self.tcfg['block_size'], self.tcfg['batch_size']
@@ -319,7 +321,7 @@ class Evaluator:
         g = self.generator(split, -1 - k, 0)
         if self.answers_only:   # train.py's windows of such a run start where an example does
             if split not in self.starts:    # one scan of the stream, not one per batch
-                self.starts[split] = configurator.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T)
+                self.starts[split] = prepare_data.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T)
             starts = self.starts[split]
             ix = starts[torch.randint(len(starts), (n,), generator=g).numpy()].tolist()
         else:
@@ -632,7 +634,7 @@ def read_run(path):
         except (ValueError, UnicodeDecodeError) as e:
             raise ConfigError(f"{cfg_path} is not valid JSON ({e})")
     elif os.path.isfile(os.path.join(path, 'ckpt.pt')):
-        cfg = models.read_checkpoint(path)['config']
+        cfg = run_folder.read_checkpoint(path)['config']
     else:
         raise ConfigError(f"{path} is not a run folder (no config.json or ckpt.pt)")
     cfg = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}

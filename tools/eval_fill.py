@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 
 import configurator
-import models
+import prepare_data
+import run_folder
 from battery import CHANCE, DATASETS, FAR, FUTURE, NEAR, TASKS, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
 from configurator import ConfigError
 from fon import make_holes
@@ -41,7 +42,7 @@ def pretrained_model(ev):
         return None, 'the run was not fine-tuned from another checkpoint (set --baseline_from)'
     if not os.path.isfile(os.path.join(path, 'ckpt.pt')):
         return None, f'no checkpoint at {path} (set --baseline_from)'
-    model, _ = models.load_checkpoint(path, ev.dev)
+    model, _ = run_folder.load_checkpoint(path, ev.dev)
     if ev.mask_id >= model.config.vocab_size:
         return None, f'the model at {path} has no row for the MASK id {ev.mask_id}'
     return model.eval(), path
@@ -110,7 +111,7 @@ def battery_examples(ev, n):
     meta, name = ev.meta, ev.tcfg['dataset']
     if ev.tcfg.get('p_synth', 0) > 0:
         name = ev.tcfg['synth_dataset']
-        meta = configurator.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': name}) or meta
+        meta = prepare_data.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': name}) or meta
     if 'tasks' in meta and 'n_train' in meta:
         tasks = DATASETS.get(meta['name'], TASKS)
         path = os.path.join(ev.tcfg['data_dir'], name, 'val.bin')

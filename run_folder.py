@@ -1,0 +1,583 @@
+"""
+The run folder and its checkpoints: what keeps a trained run safe while train.py writes into
+out_dir, and the checkpoint files that train.py, sample.py and the tools read.
+
+A new run never replaces a trained one unless told to (--overwrite=True sets the old run aside in
+out_dir/replaced/ until the new one has a checkpoint); a resumed run continues the run in its
+checkpoint and refuses settings that would change what it trains; one process at a time writes a
+folder (out_dir/.lock); checkpoints are written whole or not at all; Ctrl-C, SIGTERM and SIGHUP
+stop with one line that names the command that continues.
+"""
+import dataclasses
+import errno
+import json
+import os
+import shlex
+import shutil
+import signal
+import sys
+import time
+
+import torch
+
+from configurator import ConfigError, fail
+from models import build_model, model_classes, model_fields
+
+
+class Run:
+    """How far a run got, for what a stop or a crash reports: its cfg, the iteration it is at
+    (iter), the last checkpoint's iteration (last_good), the folder a replaced run waits in (aside)
+    and the stamp of the ckpt.pt that the checks saw."""
+    def __init__(self):
+        self.cfg = self.iter = self.last_good = self.aside = self.stamp = self.lock = None
+
+
+def check_run_folder(run, cfg, given, defaults):
+    """Every check of out_dir before anything is written (a refused command changes nothing); a run
+    an interrupted --overwrite set aside is put back first. Returns the checkpoint to resume, None
+    for a new run. defaults: the trainer's (what a key missing from an older checkpoint meant)."""
+    check_out_dir(cfg['out_dir'])
+    put_back(cfg)
+    run.cfg, run.stamp = cfg, checkpoint_stamp(cfg)
+    ckpt = prepare_out_dir(cfg, given, defaults)
+    run.last_good = ckpt['iter_num'] if ckpt else None
+    return ckpt
+
+
+def claim_run_folder(run, ckpt):
+    """Once every check passed (rank 0, not eval_only): hold out_dir for this process, set aside the
+    run --overwrite replaces, and start config.json and the log (a resumed run's trimmed to its checkpoint)."""
+    run.lock = claim_out_dir(run.cfg, run.stamp)
+    run.aside = set_aside(run.cfg) if ckpt is None else None
+    start_files(run.cfg, os.path.join(run.cfg['out_dir'], 'log.jsonl'), ckpt['iter_num'] if ckpt else None)
+
+
+def save(run, model, opts, scaler, meta, it, best_val, data):
+    """The checkpoint at iteration it (collective under torchrun); the run it replaced goes."""
+    try:
+        save_run(run.cfg, model, opts, scaler, meta, it, best_val, data)
+    except ConfigError as e:
+        fail(e)
+    run.last_good = it
+    if run.aside:   # this run has a checkpoint: the one it replaces goes
+        shutil.rmtree(run.aside, ignore_errors=True)
+        run.aside = None
+
+
+def guard(run, body):
+    """Runs body() with Ctrl-C, SIGTERM and SIGHUP stopping it in one line (interrupted), and a run
+    that fails before its first checkpoint putting back the run --overwrite set aside."""
+    # a signal the launcher ignores stays ignored (nohup's SIGHUP)
+    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
+    ddp = 'RANK' in os.environ
+    try:
+        body()
+    except KeyboardInterrupt as e:
+        interrupted(run, getattr(e, 'signum', signal.SIGINT))
+    except BaseException as e:
+        if ddp and not isinstance(e, SystemExit):
+            # a signal torchrun passed on may have ended a peer while this rank waited in a collective:
+            # its handler runs here, in the sleep, and the stop is Ctrl-C's, not the peer's error
+            try:
+                time.sleep(0.2)
+            except KeyboardInterrupt as k:
+                interrupted(run, getattr(k, 'signum', signal.SIGINT))
+        if run.aside and run.last_good is None:
+            give_back(run.cfg, run.aside)
+        if ddp and int(os.environ['RANK']) != 0 and peer_gone(e):
+            sys.exit(1)     # the rank that stopped first says why
+        raise
+    finally:
+        for sig, h in handlers.items():
+            signal.signal(sig, h)
+
+
+# What a resumed run may set anew: how it runs, not what it trains (its data, batch, model,
+# optimizer, schedule and seed are the checkpoint's). The first five are this command's own; the
+# rest keep the checkpoint's value unless given.
+RUN_KEYS = ('out_dir', 'init_from', 'overwrite', 'eval_only', 'dry_run')
+CONTINUE_KEYS = RUN_KEYS + ('max_iters', 'eval_interval', 'log_interval', 'eval_iters', 'always_save_checkpoint',
+                            'data_dir', 'device', 'dtype', 'compile', 'tf32', 'wandb_log', 'wandb_project', 'wandb_run_name')
+
+
+def prepare_out_dir(cfg, given, defaults):
+    """The checkpoint to resume (None for a new run), after the checks that keep a trained run
+    safe: a new run never replaces out_dir's ckpt.pt unless told to, and a resumed run continues
+    the run in the checkpoint, so a setting given now that differs from it stops here. Writes nothing."""
+    ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
+    if cfg['init_from'] != 'resume':
+        if os.path.exists(ckpt_path) and cfg['eval_only']:
+            raise ConfigError(f"--eval_only=True with init_from={cfg['init_from']!r} would evaluate a fresh model, not the "
+                              f"trained {ckpt_path}: pass --init_from=resume to evaluate it")
+        if os.path.exists(ckpt_path) and not cfg['overwrite']:
+            raise ConfigError(f"{ckpt_path} holds a trained run: continue it with --init_from=resume, start this run in "
+                              f"another --out_dir, or replace it (and its log) with --overwrite=True")
+        return None
+    if not os.path.isfile(ckpt_path):
+        raise ConfigError(f"init_from='resume' but there is no checkpoint at {ckpt_path} "
+                          f"(a new run: leave init_from at 'scratch')")
+    ckpt = read_checkpoint(ckpt_path)
+    missing = [k for k in ('optimizers', 'scaler', 'rng', 'best_val_loss') if k not in ckpt]
+    if missing:
+        raise ConfigError(f"{ckpt_path} cannot be resumed (it lacks {', '.join(missing)}); "
+                          f"start a new run from its weights with --init_from={cfg['out_dir']} --out_dir=...")
+    if 'model' in given and ckpt['model_name'] != cfg['model']:
+        raise ConfigError(f"{ckpt_path} holds a '{ckpt['model_name']}' model but this config builds '{cfg['model']}'")
+    cfg['model'] = ckpt['model_name']
+    differ = changed_settings(cfg, given, ckpt, defaults)
+    if differ:
+        raise ConfigError(f"resume continues the run in {ckpt_path}, and these settings differ from it: " +
+                          ', '.join(differ) + f"; drop them, or start a new run in another --out_dir (a resumed "
+                          f"run may change only {', '.join(CONTINUE_KEYS[5:])})")
+    run = {**defaults, **model_fields(cfg['model']), **ckpt['config'], **ckpt['model_args']}
+    for k in list(cfg) + list(model_fields(cfg['model'])):
+        if k in run and not (k in RUN_KEYS or (k in CONTINUE_KEYS and k in given)):
+            cfg[k] = run[k]
+    if cfg['max_iters'] < ckpt['iter_num'] and not cfg['eval_only']:
+        raise ConfigError(f"{ckpt_path} holds iter {ckpt['iter_num']}, past --max_iters={cfg['max_iters']}: a resumed run "
+                          f"only goes forward (pass --max_iters above {ckpt['iter_num']}, or --eval_only=True to evaluate it)")
+    return ckpt
+
+
+def changed_settings(cfg, given, ckpt, defaults):
+    """'key=now (checkpoint: then)' for each given setting outside CONTINUE_KEYS that differs from
+    the checkpoint's run; None stands for a value derived as it was. Model fields are compared
+    as the model config holds them (derived fields, an int for a per-layer tuple)."""
+    args, run = ckpt['model_args'], {**defaults, **ckpt['config']}
+    mine = {k: v for k, v in given.items() if k in args and v is not None}
+    try:
+        c = model_classes(cfg['model'])[1](**{**args, **mine})
+        now = {k: getattr(c, k) for k in mine}
+    except (ValueError, TypeError, AssertionError, ZeroDivisionError):
+        now = mine
+    differ = {k: args[k] for k in mine if now[k] != args[k]}
+    differ.update({k: run[k] for k, v in given.items() if k not in args and k not in CONTINUE_KEYS
+                   and k in run and v is not None and v != run[k]})
+    return [f"{k}={given[k]!r} (checkpoint: {then!r})" for k, then in differ.items()]
+
+
+def checkpoint_stamp(cfg):
+    """What says whether out_dir's ckpt.pt changed: (size, mtime), None when there is none."""
+    try:
+        st = os.stat(os.path.join(cfg['out_dir'], 'ckpt.pt'))
+        return st.st_size, st.st_mtime_ns
+    except OSError:     # none there, or out_dir is not a folder (claim_out_dir says so)
+        return None
+
+
+def check_out_dir(out):
+    """out_dir must be a folder or a name a folder can be made at (not a file, not a dangling link)."""
+    if os.path.islink(out) and not os.path.exists(out):
+        raise ConfigError(f"out_dir {out} is a symlink to {os.readlink(out)}, which does not exist: create that "
+                          f"folder, remove the link, or pick another --out_dir")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ConfigError(f"cannot write to out_dir {out}: it is a file, not a folder; pick another --out_dir")
+
+
+def lock_out_dir(out):
+    """Takes out/.lock (an flock) for this process and returns (the open lock file, None); when
+    another process holds it, returns (None, that process's pid as it wrote it)."""
+    import fcntl
+    try:
+        os.makedirs(out, exist_ok=True)
+        lock = open(os.path.join(out, '.lock'), 'a+')
+    except OSError as e:
+        raise ConfigError(f"cannot write to out_dir {out}: {e.strerror or e}" + free_space(os.path.dirname(os.path.abspath(out)), e))
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        pid = lock.read().strip() or 'unknown'
+        lock.close()
+        return None, pid
+    return lock, None
+
+
+def claim_out_dir(cfg, stamp):
+    """Hold out_dir/.lock for the life of this process, so that one run writes a folder; a run that
+    finished meanwhile (its ckpt.pt is not the one checked) stops this one. Returns the lock file."""
+    check_out_dir(cfg['out_dir'])
+    lock, pid = lock_out_dir(cfg['out_dir'])
+    if lock is None:
+        raise ConfigError(f"out_dir {cfg['out_dir']} is in use by pid {pid} (another train.py run); "
+                          f"wait for it to end or pick another --out_dir")
+    try:
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+    except OSError as e:
+        raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}" + free_space(cfg['out_dir'], e))
+    if checkpoint_stamp(cfg) != stamp:
+        raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} changed while this run started (another run "
+                          f"wrote it); run the command again")
+    return lock
+
+
+def trim_log(path, iter_num):
+    """A resumed run continues its log from the checkpoint: records of iterations at or past
+    iter_num (written after the checkpoint by the interrupted run) go, so none appears twice."""
+    if not os.path.isfile(path):
+        return
+    keep = []
+    for line in open(path):
+        try:
+            rec = json.loads(line)
+        except ValueError:      # a line cut short by a kill
+            continue
+        if isinstance(rec, dict) and rec.get('iter', -1) < iter_num:
+            keep.append(json.dumps(rec) + '\n')
+    write_whole(path, ''.join(keep))
+
+
+def write_whole(path, text):
+    """path's new content, whole or not at all (a .tmp beside it, then swapped in)."""
+    try:
+        with open(path + '.tmp', 'w') as f:
+            f.write(text)
+        os.replace(path + '.tmp', path)
+    except BaseException:
+        if os.path.exists(path + '.tmp'):
+            os.remove(path + '.tmp')
+        raise
+
+
+def start_files(cfg, log_path, resume_iter):
+    """config.json, and the log: a new run's empty, a resumed run's trimmed to its checkpoint. A
+    full disk is one line; neither file is left half written."""
+    try:
+        if resume_iter is None:
+            write_whole(log_path, '')
+        else:
+            trim_log(log_path, resume_iter)
+        write_whole(os.path.join(cfg['out_dir'], 'config.json'), json.dumps(cfg, indent=1, default=str))
+    except OSError as e:
+        raise ConfigError(f"cannot write to out_dir {cfg['out_dir']}: {e.strerror or e}" + free_space(cfg['out_dir'], e))
+
+
+def free_space(path, e):
+    """The text that ends a full disk's message, ' (N MiB free)'; '' for any other error."""
+    if getattr(e, 'errno', None) != errno.ENOSPC:
+        return ''
+    try:
+        return f" ({shutil.disk_usage(path).free / 2 ** 20:.1f} MiB free)"
+    except OSError:
+        return ''
+
+
+def load_start(model, cfg, ckpt):
+    """The weights a run starts from: the checkpoint's on resume, another run's with init_from=DIR
+    (of the same model), else the fresh ones model was built with."""
+    if ckpt is not None:
+        load_weights(model, ckpt['model'], os.path.join(cfg['out_dir'], 'ckpt.pt'))
+    elif cfg['init_from'] != 'scratch':
+        src = read_checkpoint(cfg['init_from'])
+        if src['model_name'] != cfg['model']:
+            raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
+        load_weights(model, src['model'], cfg['init_from'])
+
+
+def restore_states(opts, scaler, ckpt, path):
+    """The optimizers' and the fp16 scaler's states from a checkpoint. A run saved without fp16
+    (an empty scaler state) resumed with --dtype=float16 starts a fresh scaler, as a new fp16 run does."""
+    try:
+        for opt, state in zip(opts, ckpt['optimizers']):
+            opt.load_state_dict(state)
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise ConfigError(f"the optimizer state in {path} does not fit this run's optimizers: {str(e).splitlines()[0][:200]}")
+    if ckpt['scaler']:
+        scaler.load_state_dict(ckpt['scaler'])
+
+
+def draws_randomness(model, x, y):
+    """Whether a training forward of model draws from torch's global generators (dropout, Parcae's
+    sampled depth and h_0, TextNCA's sampled steps); the generators are left as they were."""
+    dev = next(model.parameters()).device
+    cuda = dev.type == 'cuda'
+    before = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if cuda else None)
+    model.train()
+    with torch.no_grad():
+        model(x.to(dev), y.to(dev))
+    after = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if cuda else None)
+    torch.set_rng_state(before[0])
+    if cuda:
+        torch.cuda.set_rng_state(before[1], dev)
+    return not torch.equal(before[0], after[0]) or (cuda and not torch.equal(before[1], after[1]))
+
+
+def check_world(cfg, ckpt, model, xy, world, dev):
+    """A resume at another world size sees the same batches (a function of the iteration alone);
+    what it cannot keep is a model's own random draws, made per process from each rank's generator:
+    such a run resumes only at its own world size."""
+    then = len(ckpt['rng'])
+    if then == world or not draws_randomness(model, xy[0][:1], xy[1][:1]):
+        return
+    raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} was trained by {then} process(es) and this resume runs "
+                      f"{world}: the batches would be the same, but this {cfg['model']} model draws random numbers in "
+                      f"training (dropout, sampled depths or noise) from each process's generator, so they would "
+                      f"change; resume it as it ran: {resume_command(cfg, then)}")
+
+
+def run_model(out_dir):
+    """The model a run folder trains (its config.json's), None where there is no readable one: a
+    resumed run's keys are checked against its own model."""
+    try:
+        return json.load(open(os.path.join(out_dir, 'config.json'))).get('model')
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def save_run(cfg, model, opts, scaler, meta, it, best_val, data):
+    """ckpt.pt with all an exact resume needs, every rank's RNG states included (collective): the
+    CPU generator's and, on CUDA, the device's (Parcae draws its h_0 there); data: the record of
+    the data it trained on (data_record), which a resume and tools.eval check."""
+    dev = next(model.parameters()).device
+    mine = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == 'cuda' else None)
+    states = [mine]
+    if torch.distributed.is_initialized():
+        states = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(states, mine)
+    rng, cuda_rng = [s[0] for s in states], [s[1] for s in states]
+    if int(os.environ.get('RANK', 0)) == 0:
+        model_args = {f.name: getattr(model.config, f.name) for f in dataclasses.fields(model.config)}
+        save_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), {
+            'model': model.state_dict(), 'optimizers': [o.state_dict() for o in opts],
+            'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
+            'config': cfg, 'meta': meta, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng,
+            'cuda_rng': cuda_rng, 'data': data})
+
+
+def diverged(what, run):
+    """A non-finite loss stops the run with one line that says where its last good state is."""
+    cfg, last_good = run.cfg, run.last_good
+    ckpt = os.path.join(cfg['out_dir'], 'ckpt.pt')
+    if last_good is None:
+        fail(f"{what}, before the first checkpoint: lower learning_rate and start again with --overwrite=True")
+    fail(f"{what}; {ckpt} still holds the last good state (iter {last_good}): start from it with a lower "
+         f"learning_rate, --init_from={cfg['out_dir']} --out_dir=NEW (a resumed run keeps its recipe)")
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (a scheduler ending a job) or SIGHUP (a closed terminal): Ctrl-C's treatment."""
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def stop(signum, frame):
+    """The handler of SIGTERM and SIGHUP while a run goes: they stop it as Ctrl-C does."""
+    raise Stopped(signum)
+
+
+def resume_command(cfg, world=None):
+    """The command that continues the run in out_dir, launched as this one was: under torchrun,
+    torchrun with this job's processes per node (world: another world size's)."""
+    script = sys.argv[0] if os.path.basename(sys.argv[0]) == 'train.py' else 'train.py'
+    total = int(os.environ.get('WORLD_SIZE', 1)) if world is None else world
+    per_node = int(os.environ.get('LOCAL_WORLD_SIZE', total)) if world is None else world
+    if 'TORCHELASTIC_RUN_ID' in os.environ or total > 1:
+        launch = (f"torchrun --standalone --nproc_per_node={per_node}" if total == per_node else
+                  f"torchrun --nnodes={total // per_node} --nproc_per_node={per_node} (and this job's rendezvous flags)")
+    else:
+        launch = 'python'
+    return f"{launch} {shlex.quote(script)} --init_from=resume --out_dir={shlex.quote(cfg['out_dir'])}"
+
+
+def interrupted(run, signum=signal.SIGINT):
+    """Ctrl-C, SIGTERM or SIGHUP: one line with the iteration reached and the command that
+    continues; exit 128 + the signal's number (130, 143, 129), as the shell reports a kill."""
+    cfg, it, last_good = run.cfg, run.iter, run.last_good
+    code = 128 + int(signum)
+    how = '' if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+    where = f" at iter {it}" if it is not None else ""
+    if int(os.environ.get('RANK', 0)) != 0:
+        sys.exit(code)
+    if cfg is None or cfg['eval_only']:
+        print(f"interrupted{how}{where} (nothing was written)", file=sys.stderr)
+    elif last_good is None:
+        back = run.aside and give_back(cfg, run.aside)
+        print(f"interrupted{how}{where}, before the first checkpoint: nothing to resume" +
+              ("; the run --overwrite was to replace is back in place" if back else ""), file=sys.stderr)
+    else:
+        print(f"interrupted{how}{where}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good}: "
+              f"continue with {resume_command(cfg)}", file=sys.stderr)
+    sys.exit(code)
+
+
+ASIDE = 'replaced'   # out_dir/replaced/: the run that --overwrite replaces, until the new one has a checkpoint
+# what a run writes into its folder (train.py; tools.eval's eval/ and compare/; tools.results' done.json):
+# --overwrite sets these aside and nothing else
+RUN_FILES = ('ckpt.pt', 'config.json', 'log.jsonl', 'eval', 'compare', 'done.json')
+
+
+def run_files(out):
+    """The names of out's own run files; a folder among them that holds a run of its own is not one."""
+    def holds_run(path):
+        return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in ('ckpt.pt', 'config.json'))
+    return [n for n in RUN_FILES if os.path.lexists(os.path.join(out, n)) and not holds_run(os.path.join(out, n))]
+
+
+def set_aside(cfg):
+    """--overwrite over a trained run: move its files (run_files, nothing else: never another run's
+    folder, never a file a run does not write) into out_dir/replaced/, where they stay until this
+    run writes its first checkpoint. None when there is nothing to set aside."""
+    out = cfg['out_dir']
+    if not os.path.exists(os.path.join(out, 'ckpt.pt')):
+        return None
+    aside = os.path.join(out, ASIDE)
+    if os.path.lexists(aside):
+        raise ConfigError(f"{aside} holds a run that an interrupted --overwrite set aside: move its files back into "
+                          f"{out} or delete it, then run again")
+    try:
+        os.makedirs(aside)
+        for name in run_files(out):
+            os.replace(os.path.join(out, name), os.path.join(aside, name))
+    except OSError as e:
+        back = give_back(cfg, aside)
+        raise ConfigError(f"cannot set the replaced run aside in {aside}: {e.strerror or e}" +
+                          ("" if back else f"; its files are in {aside}: move them back into {out}"))
+    return aside
+
+
+def give_back(cfg, aside):
+    """Undo set_aside: this run's files go and the replaced run's come back. True when done."""
+    out = cfg['out_dir']
+    try:
+        for name in run_files(out):
+            path = os.path.join(out, name)
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+        for name in os.listdir(aside):
+            os.replace(os.path.join(aside, name), os.path.join(out, name))
+        os.rmdir(aside)
+        return True
+    except OSError:
+        return False
+
+
+def put_back(cfg):
+    """An --overwrite killed before its first checkpoint leaves the run it replaced in
+    out_dir/replaced/: the next start into out_dir (when no run holds it) puts it back, and says so."""
+    out, aside = cfg['out_dir'], os.path.join(cfg['out_dir'], ASIDE)
+    if int(os.environ.get('RANK', 0)) != 0 or os.path.exists(os.path.join(out, 'ckpt.pt')) \
+            or not os.path.isfile(os.path.join(aside, 'ckpt.pt')):
+        return
+    lock, _ = lock_out_dir(out)
+    if lock is None:    # the --overwrite run is still going
+        return
+    with lock:
+        if give_back(cfg, aside):
+            print(f"put back the run in {aside}, which an --overwrite interrupted before its first checkpoint had "
+                  f"set aside", file=sys.stderr)
+
+
+def peer_gone(e):
+    """Whether e is what a collective raises when another rank has exited."""
+    return isinstance(e, RuntimeError) and (isinstance(e, getattr(torch.distributed, 'DistError', ())) or any(
+        w in str(e) for w in ('Connection closed', 'Connection reset', 'Broken pipe', 'peer')))
+
+
+
+# ----------------------------------------------------------------------------- checkpoint files
+CKPT_KEYS = ('model', 'model_name', 'model_args', 'config', 'iter_num')
+
+
+def read_checkpoint(path, device='cpu'):
+    """The checkpoint dict in an out_dir or a ckpt.pt file; a file torch cannot read, or one
+    train.py did not write, is one line."""
+    if os.path.isdir(path):
+        path = os.path.join(path, 'ckpt.pt')
+    if not os.path.isfile(path):
+        aside = os.path.join(os.path.dirname(path), 'replaced')
+        if os.path.isfile(os.path.join(aside, 'ckpt.pt')):   # train.py's --overwrite, stopped before its first checkpoint
+            raise ConfigError(f"no checkpoint at {path}, but {aside}/ holds the run an interrupted --overwrite set aside: "
+                              f"any python train.py start with --out_dir={os.path.dirname(path)} puts it back (or move "
+                              f"its files back into {os.path.dirname(path)} yourself)")
+        raise ConfigError(f"no checkpoint at {path} (train one first: python train.py --out_dir=...)")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=False)
+    except Exception as e:  # truncated, empty, garbage: torch says so in many ways
+        raise ConfigError(f"{path} is unreadable ({os.path.getsize(path)} bytes; {type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:120] if str(e) else 'no detail'}): train again or restore a copy")
+    missing = [k for k in CKPT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing:
+        raise ConfigError(f"{path} is not a train.py checkpoint (it lacks {', '.join(missing)})")
+    return ckpt
+
+
+def state_dict_error(e):
+    """The first specific line of load_state_dict's error (a size mismatch, a missing key)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return (lines[1:] or lines or ['no detail'])[0][:300]
+
+
+def load_weights(model, state, source):
+    """model's weights from a state dict; weights of other shapes are one line naming source."""
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:  # a state dict of other shapes
+        raise ConfigError(f"the weights in {source} do not fit this config's {type(model).__name__}: {state_dict_error(e)}")
+
+
+def load_checkpoint(path, device='cpu'):
+    """(model, checkpoint dict) from an out_dir or a ckpt.pt file."""
+    ckpt = read_checkpoint(path, device)
+    model = build_model(ckpt['model_name'], ckpt['model_args'])
+    try:
+        model.load_state_dict(ckpt['model'])
+    except RuntimeError as e:  # weights of other shapes than the model code builds now
+        raise ConfigError(f"the weights in {path} do not fit the current {ckpt['model_name']} model code: "
+                          f"{state_dict_error(e)}")
+    return model.to(device), ckpt
+
+
+def save_checkpoint(path, ckpt):
+    """Atomic: a crash, a full disk or Ctrl-C mid-write leaves the previous ckpt.pt whole and no
+    temporary file. A write that fails is one line (ConfigError) with the file and the space it needed."""
+    tmp = path + '.tmp'
+    errors = []
+    try:
+        with open(tmp, 'wb') as f:
+            torch.save(ckpt, _Writer(f, errors))
+        os.replace(tmp, path)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        e = errors[0] if errors else e   # torch reports a failed write as "unexpected pos"
+        if not isinstance(e, (OSError, RuntimeError)):
+            raise
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
+        kept = f"{path} still holds the previous checkpoint" if os.path.exists(path) else f"there is no {path} yet"
+        raise ConfigError(f"cannot write {tmp}: {getattr(e, 'strerror', None) or str(e).splitlines()[0][:200]} "
+                          f"(it needs about {tensor_bytes(ckpt) / 2**20:.1f} MiB, {free / 2**20:.1f} MiB free); "
+                          f"removed it, {kept}") from None
+
+
+class _Writer:
+    """Wraps a file so that the OSError of a failed write (a full disk) is kept: torch.save turns
+    it into a RuntimeError that no longer says why."""
+    def __init__(self, f, errors):
+        self.f, self.errors = f, errors
+
+    def write(self, b):
+        try:
+            return self.f.write(b)
+        except OSError as e:
+            self.errors.append(e)
+            raise
+
+    def flush(self):
+        self.f.flush()
+
+
+def tensor_bytes(obj):
+    """The bytes of every tensor in a nested checkpoint: about what it takes on disk."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0
+
+
