@@ -76,7 +76,6 @@ from typing import Callable
 from urllib.parse import urlparse
 
 import numpy as np
-import requests
 import tiktoken
 from tqdm import tqdm
 
@@ -122,6 +121,7 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
     part = path + '.part'
     have = os.path.getsize(part) if os.path.exists(part) else 0
     offline = f'Without network, prepare from a local copy: python prepare_data.py {name} --input FILE'
+    import requests   # here, not at the top: train.py reads datasets through this file and downloads nothing
     try:
         # identity encoding: byte ranges and Content-Length then count the file's own bytes
         headers = {'Accept-Encoding': 'identity', **({'Range': f'bytes={have}-'} if have else {})}

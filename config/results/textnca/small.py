@@ -2,7 +2,7 @@
 # Ts 4) at half the width (d 48), trained for 4,500 iterations (3.5M tokens): 20-27 tokens per non-embedding
 # parameter (the GPTs, TextNCA), the papers' regime.
 base = '../../cpu_textnca.py'
-out_dir = 'out-results/textnca-small/textnca'
+out_dir = 'out-results/textnca/small'
 block_size = 128
 batch_size = 6
 windows = (2, 8, 32)
