@@ -156,14 +156,16 @@ CHANCE.update({f'{t}_far': CHANCE[t] for t in NEAR})
 # letters is listed as pairs "x>y" in random order; the answer is the letter k steps along it from
 # the queried one. Each step is one lookup in the context that depends on the one before, so a
 # model needs about one attention layer (or loop step) per hop; loss on the answers only
-# (train.py --loss_on=answers) leaves no shortcut through the rest of the text. Every letter of the
-# listing is then asked in turn (the suffix), each answer scored in training, so that one listing
-# teaches the lookup HOP_LETTERS times; the scores (eval.py) read the first answer only, the one
-# no earlier answer can shorten (a later query one step past an earlier one is a single lookup
-# from that answer).
-#     hop3 c>f a>c f>b b>d d>g g>e e>h h>a ? a = b ? e = f ? h = g ? ...
+# (train.py --loss_on=answers) leaves no shortcut through the rest of the text. Seven more queries
+# of the same listing follow (the suffix), each naming its own letter and hop count, no pair twice,
+# each answer scored in training, so that one listing teaches the lookup eight times, the one-hop
+# case among them. The scores (eval.py) read the first answer only, the one no earlier answer can
+# shorten. Every query asked at one k would leak: the answers of a listing at one k are a
+# permutation, so the later ones follow by elimination (a probe learned that and no lookup).
+#     hop3 c>f a>c f>b b>d d>g g>e e>h h>a ? a 3 = b ? e 1 = f ? h 5 = b ...
 HOPS = (1, 2, 3, 4, 5, 6)
 HOP_LETTERS = 8
+HOP_QUERIES = 8
 
 
 def _hop(k):
@@ -171,8 +173,10 @@ def _hop(k):
         cycle = rng.sample(LETTERS, HOP_LETTERS)
         pairs = [f'{a}>{b}' for a, b in zip(cycle, cycle[1:] + cycle[:1])]
         rng.shuffle(pairs)
-        asked = rng.sample(range(HOP_LETTERS), HOP_LETTERS)
-        qa = [(f' ? {cycle[q]} =', ' ' + cycle[(q + k) % HOP_LETTERS]) for q in asked]
+        first = rng.randrange(HOP_LETTERS)
+        others = [(q, j) for q in range(HOP_LETTERS) for j in HOPS if (q, j) != (first, k)]
+        qa = [(f' ? {cycle[q]} {j} =', ' ' + cycle[(q + j) % HOP_LETTERS])
+              for q, j in [(first, k)] + rng.sample(others, HOP_QUERIES - 1)]
         return f'hop{k} ' + ' '.join(pairs) + qa[0][0], qa[0][1], ''.join(q + a for q, a in qa[1:])
     return hop
 

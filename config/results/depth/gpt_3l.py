@@ -5,7 +5,7 @@
 out_dir = 'out-results/depth/gpt_3l'
 dataset = 'hops'
 loss_on = 'answers'
-block_size = 128                   # an example (a listing and its 8 queries) is ~101 characters
+block_size = 128                   # an example (a listing and its 8 queries) is ~117 characters
 batch_size = 16
 eval_interval = 500
 eval_iters = 20
