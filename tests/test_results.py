@@ -428,8 +428,9 @@ def test_the_headline_gap_at_two_sizes_against_tokens_per_parameter(monkeypatch)
     results.plt.close(fig)
 
 
-def test_the_second_size_sees_at_least_20_tokens_per_parameter():
-    spec = results.PAPERS['textnca']['small']
+@pytest.mark.parametrize('paper', ['textnca', 'fon'])
+def test_the_second_size_sees_at_least_20_tokens_per_parameter(paper):
+    spec = results.PAPERS[paper]['small']
     assert set(spec['tune']) == set(spec['runs'])
     for name, args in spec['runs'].items():
         cfg = resolve_config(args + ['--vocab_size=65'])
@@ -438,14 +439,14 @@ def test_the_second_size_sees_at_least_20_tokens_per_parameter():
         non_emb = m.num_params() - sum(e.weight.numel() for e in m.modules() if isinstance(e, torch.nn.Embedding))
         tokens = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps'] * cfg['max_iters']
         assert 20 <= tokens / non_emb < 30 and cfg['lr_decay_iters'] == cfg['max_iters'], (name, tokens / non_emb)
-        assert cfg['out_dir'].startswith('out-results/textnca/')
+        assert cfg['out_dir'].startswith(f'out-results/{paper}/')
 
 
 def test_a_tuned_run_s_stated_rate_is_its_config_s_and_its_floor_a_tenth():
     # the config's own rate trains in the run's plain folder, so the stated rate must be the config's; every rate of
     # the bracket then decays to a tenth of itself, as the config's does
     specs = [s for p in results.PAPERS.values() for s in (p, p.get('small', {})) if 'tune' in s]
-    assert len(specs) == 4
+    assert len(specs) == 5
     for spec in specs:
         for name, lr in spec['tune'].items():
             cfg = resolve_config(spec['runs'][name])

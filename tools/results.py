@@ -145,6 +145,12 @@ PAPERS = {
             'FON AR/OD': [CFG + 'fon/fon.py', '--coupling=AR'],
         },
         'tune': {name: 2e-3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')},   # Table 2's, each at its own rate
+        # Table 2's four again at d 64 for 3,000 iterations: 20-21 tokens per parameter (the first size: 2.6)
+        'small': {'seeds': 1, 'seeds_by_run': {name: 3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')},
+                  'runs': {'FON PC': [CFG + 'fon/fon_small.py'], 'Mamba2': [CFG + 'fon/mamba2_small.py'],
+                                       'GPT RoPE': [CFG + 'fon/gpt_small.py', '--pos=rope'],
+                                       'GPT ALiBi': [CFG + 'fon/gpt_small.py', '--pos=alibi']},
+                  'tune': {name: 2e-3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')}},
         # Table 5's arms, each hole fine-tuned from its own pretraining (name: the pretrained run it
         # starts from, what follows its arguments), read after each leg of the fine-tuning
         'finetune': {
@@ -879,13 +885,15 @@ def fon(seeds, iters):
     infill arms, each hole fine-tuned from its own pretraining and read after every leg."""
     spec = PAPERS['fon']
     rows, curves = report_runs('fon', spec, seeds, iters)
-    ft = {name: spec['runs'][src] + args + [f'--init_from={run_dir("fon", src, 1337)}']
+    small_rows, _ = report_runs('fon-small', spec['small'], seeds, iters)
+    by = {r['run']: r for r in rows}    # each run's first seed, at its own rate
+    ft = {name: spec['runs'][src] + args + [f'--init_from={first_dir("fon", by[src])}']
           for name, (src, args) in spec['finetune'].items()}
     ext_runs = ['FON PC', 'Mamba2', 'GPT learned', 'GPT RoPE', 'GPT ALiBi']
     with ThreadPoolExecutor(JOBS) as pool:
         legs = dict(zip(ft, pool.map(lambda n: finetune_legs(n, ft[n], spec['legs'], iters), ft)))
         ext = dict(zip(ext_runs, pool.map(lambda n: eval_json(
-            run_dir('fon', n, 1337), 'extrapolate.json', '--extrapolate=True', '--stream=True'), ext_runs)))
+            first_dir('fon', by[n]), 'extrapolate.json', '--extrapolate=True', '--stream=True'), ext_runs)))
     fill = {name: reads for name, (_, reads) in legs.items()}
     ft_rows = []
     for name, (secs, _) in legs.items():
@@ -896,9 +904,14 @@ def fon(seeds, iters):
 
     fig = fon_figure(curves, ext, fill)
     md = [f"Headline (FON Table 2 at CPU scale, on this repo's CPU recipe, not the paper's; "
-          f"{tokens_seen(run_dir('fon', 'FON PC', 1337)):,} tokens each): val loss over the whole stream; at 2/3 the "
-          "logged eval-set loss (mean over seeds). 'holds': FON lower by more than two standard deviations.", '']
+          f"{tokens_seen(first_dir('fon', by['FON PC'])):,} tokens each): val loss over the whole stream; at 2/3 the "
+          "logged eval-set loss (mean over seeds). 'holds': FON lower by more than two standard deviations.", '',
+          *rates_md(rows), '']
     md += comparison('fon', rows, curves, 'FON PC', ['FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi']) + ['']
+    md += [f"The same four at a second size (d 64, {tokens_seen(first_dir('fon-small', small_rows[0])):,} tokens; "
+           "config/results/fon/*_small.py), each at its own rate:", '', *rates_md(small_rows), '']
+    md += sizes('fon', 'FON PC', [(n, n) for n in ('Mamba2', 'GPT RoPE', 'GPT ALiBi')],
+                [('fon', rows), ('fon-small', small_rows)], fig.axes[3]) + ['']
     md += ["The tied head (the paper's) against an untied one and against h_0 scaled by sqrt(d), as a Transformer's "
            "tied embedding is (same recipe; 'run lower' means the variant beats the tied FON):", '']
     md += comparison('fon', rows, curves, 'FON PC', ['FON PC', 'FON PC untied', 'FON PC, h_0 x sqrt(d)']) + ['']
@@ -923,7 +936,7 @@ def fon(seeds, iters):
 def fon_figure(curves, ext, fill):
     """The pretraining curves, the loss against the eval length, and the fill rate over the hole
     fine-tuning legs."""
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
+    fig, (ax1, ax2, ax3, _) = plt.subplots(1, 4, figsize=(20, 4))   # the fourth: the gaps at two sizes
     for i, name in enumerate(ext):
         ax1.plot(*zip(*curves[name][0]), 'o-', color=f'C{i}', ms=3, lw=1, label=name)
     ax1.axhline(UNIGRAM, color='gray', ls=':', label=f'unigram {UNIGRAM:.2f}')
