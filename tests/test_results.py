@@ -484,3 +484,46 @@ def test_textnca_report_reads_every_run_where_it_trained(tmp_path, monkeypatch):
     assert "At their model's rate: reversed (32, 8, 2) 0.004" in md
     assert '| Transformer-6L | ' in md and '| +0.000 +- 0.002 | tie |' in md     # the second size's pair
     results.plt.close(fig)
+
+
+@pytest.mark.parametrize('paper', ['fon', 'workspace'])
+def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monkeypatch):
+    # nothing trains: every run's config is resolved as train.py would, its readings made up and deterministic;
+    # the report must read each run where it trained (its own rate) and write every table and the figure
+    monkeypatch.chdir(tmp_path)
+    vocab = {'fon': 66, 'workspace': 257}[paper]
+
+    def train(args, out, seed, iters, upto=None):
+        os.makedirs(out, exist_ok=True)
+        cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a for a in args
+                              if not a.startswith('--init_from')] + [f'--vocab_size={vocab}', f'--seed={seed}'])
+        json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
+        return 60.0
+
+    def score(out):   # each model best at its config's rate but the GPT 4L / Mamba2, best at half of it
+        cfg = json.load(open(os.path.join(out, 'config.json')))
+        own = 1e-3 if ('GPT_4L' in out or cfg['model'] == 'mamba2') else 2e-3
+        return 1.5 + abs(math.log(cfg['learning_rate'] / own)) + 0.01 * (cfg['seed'] % 7)
+
+    def eval_json(out, file, *args, leg=None):
+        if file == 'infill.json':
+            return {'holes': 1000, 'infill_acc': 0.3 + 0.0001 * leg, 'unholed_prefix_acc': 0.1,
+                    'pretrained_prefix_acc': None if 'OD' in out else 0.25}
+        if file == 'extrapolate.json':
+            return {'train_length': 128, 'rows': [{'length': n, 'loss': 1.5 + n / 1e4, 'delta_pct': n / 100}
+                                                  for n in (128, 256, 512, 1024)]}
+        raise ValueError(file)
+    monkeypatch.setattr(results, 'train', train)
+    monkeypatch.setattr(results, 'evaluate', lambda out, *a: {'loss': score(out), 'bits_per_byte': score(out)})
+    monkeypatch.setattr(results, 'eval_json', eval_json)
+    monkeypatch.setattr(results, 'val_curve', lambda out: [(0, 4.0), (500, 2.5), (1000, 2.0)])
+    rows, fig, md = results.PAPER_FUNCTIONS[paper](results.PAPERS[paper]['seeds'], 0)
+    by = {r['run']: r for r in rows}
+    low = 'Mamba2' if paper == 'fon' else 'GPT 4L'
+    assert by[low]['lr'] == 1e-3 and by[low]['dirs'][0].endswith('lr_0_001-s' + str(by[low]['seeds'][0]))
+    assert all(r['mean'] < 1.56 for r in rows if 'lr' in r)     # every tuned row read at its best rate
+    assert f"{low}: 0.0005 " in md and '-> 0.001' in md
+    if paper == 'fon':
+        assert len(by['FON PC']['seeds']) == 3 and '| Mamba2 | 222,064 | 20.8 |' in md
+        assert len([a for a in fig.axes if a.has_data()]) == 4
+    results.plt.close(fig)
