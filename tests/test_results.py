@@ -527,3 +527,46 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
         assert len(by['FON PC']['seeds']) == 3 and '| Mamba2 | 222,064 | 20.8 |' in md
         assert len([a for a in fig.axes if a.has_data()]) == 4
     results.plt.close(fig)
+
+
+def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
+    # made-up runs (nothing trains, no L(T) fit): the GPT 6L is best at 8e-3, Parcae beyond the first grid at
+    # 3.2e-2; the GPT 12L trains at the 6L's rate and Parcae mu=1 at Parcae's, in both settings
+    import battery
+    monkeypatch.chdir(tmp_path)
+
+    def train(args, out, seed, iters):
+        os.makedirs(out, exist_ok=True)
+        cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a for a in args]
+                             + ['--vocab_size=65'])
+        json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
+        json.dump({'seconds': 60.0}, open(os.path.join(out, 'done.json'), 'w'))
+        return 60.0
+
+    def evaluate(out, *a):
+        if a and a[0].startswith('--sweep='):
+            return {'values': list(range(1, 13)), 'loss': [1.6 + 0.5 * math.exp(-0.6 * t) for t in range(1, 13)]}
+        cfg = json.load(open(os.path.join(out, 'config.json')))
+        own = 3.2e-2 if cfg['model'] == 'parcae' else 8e-3
+        return {'loss': 1.5 + abs(math.log(cfg['learning_rate'] / own))}
+
+    def eval_json(out, file, *a):
+        return {'tasks': {t: {'n': 10, 'generate': 0.5, 'chance': battery.CHANCE[t], 'future': t in battery.FUTURE}
+                          for t in battery.TASKS}}
+    monkeypatch.setattr(results, 'train', train)
+    monkeypatch.setattr(results, 'evaluate', evaluate)
+    monkeypatch.setattr(results, 'eval_json', eval_json)
+    monkeypatch.setattr(results, 'val_curve', lambda out: [(0, 4.0), (100, 2.5), (200, 2.0)])
+    monkeypatch.setattr(results, 'stability', lambda out, warmup: dict.fromkeys(
+        ('rise', 'rho_end', 'rho_max', 'sigma_end', 'sigma_max', 'norm_end', 'norm_max'), 0.5))
+    monkeypatch.setattr(results, 'fit_forms', lambda T, L, mu: {f: {'in': 0.1, 'extrapolation': 0.2} for f in results.FORMS})
+    rows, fig, md = results.parcae(3, 0)
+    by = {r['run']: r for r in rows}
+    for st in ('Shakespeare', 'battery'):
+        for m, lr in (('GPT 6L', 8e-3), ('GPT 12L', 8e-3), ('Parcae', 3.2e-2), ('Parcae mu=1', 3.2e-2)):
+            name = results.muon_run(m, st, lr)[0]
+            assert by[name]['seeds'] == [1337, 1338, 1339] and by[name]['mean'] == 1.5, name
+    assert "for the Parcae on tiny Shakespeare (seed 1337, whole val stream): 0.004: 3.579 | 0.008: 2.886 | " \
+           "0.016: 2.193 | 0.032: 1.500 | 0.064: 2.193. Best 0.032, inside the grid." in md
+    assert "Best 0.008, inside the grid." in md and '(the GPTs at lr 0.008, Parcae at 0.032)' in md
+    results.plt.close(fig)

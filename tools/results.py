@@ -48,9 +48,11 @@ CFG = 'config/results/'
 # rise metric's noise floor: nothing loops there) on the RDM's Adam (Q.1), one seed at each of these rates
 PARCAE_ADAM_LRS = (2e-3, 6e-3, 2e-2)
 STABILITY = (('Parcae', 'parcae'), ('RDM, res. norm', 'rdm'), ('RDM, base', 'rdm_base'), ('GPT 6L', 'gpt'))
-# Section 5.1 on its own recipe (Table 21: muon.py): the GPT's rates start here and widen by 2x at an edge
-# until its best lies inside; every depth run then trains at that rate, as the paper takes Parcae at the GPT's
+# Section 5.1 on its own recipe (Table 21: muon.py): the GPT 6L's and Parcae's rates start here and widen by 2x
+# at an edge until each one's best lies inside (the paper takes Parcae at the GPT's; here each side has its own);
+# the GPT 12L trains at the GPT 6L's rate and Parcae mu=1 at Parcae's
 PARCAE_MUON_LRS = (4e-3, 8e-3, 1.6e-2)
+PARCAE_TUNED = ('GPT 6L', 'Parcae')
 # FON (config/results/fon/fon.py) and 4-layer GPTs of its recipe (gpt.py) with learned, RoPE and ALiBi positions;
 # hole fine-tuning (holes.py) read after the pretraining run's config
 HOLES = [CFG + 'fon/holes.py']
@@ -547,37 +549,43 @@ def verdict(ref, run, higher=False):
 
 
 def parcae(seeds, iters):
-    """Table 2 (one seed per Adam rate), then Section 5.1's comparison on its recipe: the GPT's Muon rates
-    widened until its best is inside, and at that rate the GPT 6L (parameter-matched), the GPT 12L (the
-    depth ceiling: Parcae's 12 block applications a forward), Parcae and Parcae at fixed depth 1, each over
-    seeds, on tiny Shakespeare and on the synthetic battery; Parcae's test-time depth and Table 12's four
-    L(T) forms."""
+    """Table 2 (one seed per Adam rate), then Section 5.1's comparison on its recipe: the GPT 6L's and
+    Parcae's Muon rates each widened until its best is inside, and at those rates the GPT 6L
+    (parameter-matched), the GPT 12L (the depth ceiling: Parcae's 12 block applications a forward; at the
+    GPT 6L's rate), Parcae and Parcae at fixed depth 1 (at Parcae's), each over seeds, on tiny Shakespeare
+    and on the synthetic battery; Parcae's test-time depth and Table 12's four L(T) forms."""
     spec, done = PAPERS['parcae'], {}
-    parcae_train([(*muon_run('GPT 6L', 'Shakespeare', lr), 1337) for lr in PARCAE_MUON_LRS] +
+    parcae_train([(*muon_run(m, 'Shakespeare', lr), 1337) for m in PARCAE_TUNED for lr in PARCAE_MUON_LRS] +
                  [(name, args, 1337) for name, args in spec['runs'].items()], done, iters)
 
-    def gpt_loss(lr):
-        name, args = muon_run('GPT 6L', 'Shakespeare', lr)
-        if (name, 1337) not in done:
-            parcae_train([(name, args, 1337)], done, iters)
-        return parcae_row(done, name)['mean']
-    lrs, best = bracket(PARCAE_MUON_LRS, gpt_loss)
-    grid = {lr: gpt_loss(lr) for lr in lrs}
+    def loss_of(model):
+        def loss(lr):
+            name, args = muon_run(model, 'Shakespeare', lr)
+            if (name, 1337) not in done:
+                parcae_train([(name, args, 1337)], done, iters)
+            return parcae_row(done, name)['mean']
+        return loss
+    brackets = {}    # model -> (its rates, the best, {rate: loss})
+    for m in PARCAE_TUNED:
+        lrs, best = bracket(PARCAE_MUON_LRS, loss_of(m))
+        brackets[m] = (lrs, best, {lr: loss_of(m)(lr) for lr in lrs})
+    rate = {m: brackets[PARCAE_TUNED[0] if m.startswith('GPT') else PARCAE_TUNED[1]][1] for m in spec['depth']}
     ss = seed_list(spec, None, seeds)
     slow = ('GPT 12L', 'Parcae', 'GPT 6L', 'Parcae mu=1')     # the longest first: two run at once
-    depth = {st: [muon_run(m, st, best)[0] for m in spec['depth']] for st in spec['settings']}
-    parcae_train([(*muon_run(m, st, best), s) for m in slow for st in spec['settings'] for s in ss], done, iters)
+    depth = {st: [muon_run(m, st, rate[m])[0] for m in spec['depth']] for st in spec['settings']}
+    parcae_train([(*muon_run(m, st, rate[m]), s) for m in slow for st in spec['settings'] for s in ss], done, iters)
     rows = {name: parcae_row(done, name) for name in dict.fromkeys(name for name, _ in done)}
     sweeps = {st: [done[(depth[st][2], s)][3]['sweep'] for s in ss] for st in spec['settings']}
 
-    fig = parcae_figure(rows, lrs, best, grid, depth, ss, sweeps)
-    md = parcae_stability_md(rows, done, lrs, best, grid)
+    fig = parcae_figure(rows, brackets, rate, depth, ss, sweeps)
+    md = parcae_stability_md(rows, done, brackets)
     for st in spec['settings']:
-        md += parcae_depth_md(st, rows, depth[st], ss, best)
+        md += parcae_depth_md(st, rows, depth[st], ss, rate)
         if st == 'battery':
             md += parcae_exact_match_md([parcae_exact_match(done, rows[n]) for n in depth[st]])
         md += parcae_forms_md(st, ss, sweeps[st])
-    out = [rows[n] for n in spec['runs']] + [rows[muon_run('GPT 6L', 'Shakespeare', lr)[0]] for lr in lrs if lr != best]
+    out = [rows[n] for n in spec['runs']] + [rows[muon_run(m, 'Shakespeare', lr)[0]] for m, (lrs, best, _)
+                                             in brackets.items() for lr in lrs if lr != best]
     out += [rows[n] for st in spec['settings'] for n in depth[st]]
     return out, fig, '\n'.join(md)
 
@@ -628,20 +636,24 @@ def parcae_exact_match(done, row):
         t: sum(done[(name, s)][3]['battery']['tasks'][t]['generate'] for s in row['seeds']) / len(accs) for t in ts}}
 
 
-def parcae_figure(rows, lrs, best, grid, depth, ss, sweeps):
-    """Top: Table 2's loss against the Adam rate, its train losses and spectral radii, and the GPT's Muon
-    rate grid with every depth run's seeds at the best; bottom: each setting's val curves and Parcae's
-    test-time depth."""
+def parcae_figure(rows, brackets, rate, depth, ss, sweeps):
+    """Top: Table 2's loss against the Adam rate, its train losses and spectral radii, and the Muon rate
+    brackets of the GPT 6L and Parcae with every depth run's seeds at its rate; bottom: each setting's val
+    curves and Parcae's test-time depth."""
     spec = PAPERS['parcae']
     fig, axs = plt.subplots(2, 4, figsize=(17, 7))
     parcae_stability_axes(axs[0, 0], axs[0, 1], axs[0, 2], rows)
-    axs[0, 3].plot(lrs, [grid[lr] for lr in lrs], 'o-', color='C3', label='GPT 6L (seed 1337)')
+    for m, (lrs, _, grid) in brackets.items():
+        axs[0, 3].plot(lrs, [grid[lr] for lr in lrs], 'o-', color=f'C{4 + list(spec["depth"]).index(m)}',
+                       label=f'{m} (seed 1337)')
     for i, m in enumerate(spec['depth']):
-        r = rows[muon_run(m, 'Shakespeare', best)[0]]
-        axs[0, 3].plot([best * 1.04 ** i] * len(r['losses']), r['losses'], 'x', color=f'C{4 + i}', label=f'{m}, seeds')
+        r = rows[muon_run(m, 'Shakespeare', rate[m])[0]]
+        axs[0, 3].plot([rate[m] * 1.04 ** i] * len(r['losses']), r['losses'], 'x', color=f'C{4 + i}',
+                       label=f'{m}, seeds')
+    all_lrs = sorted({lr for lrs, _, _ in brackets.values() for lr in lrs})
     axs[0, 3].set(title='Table 21 recipe (Muon), tiny Shakespeare:\nval loss vs rate', xscale='log',
                   xlabel='learning rate', ylabel='nats / char')
-    axs[0, 3].set_xticks(lrs, [f'{lr:g}' for lr in lrs])
+    axs[0, 3].set_xticks(all_lrs, [f'{lr:g}' for lr in all_lrs])
     axs[0, 3].minorticks_off()
     for k, st in enumerate(spec['settings']):
         ax = axs[1, k]
@@ -650,8 +662,8 @@ def parcae_figure(rows, lrs, best, grid, depth, ss, sweeps):
             its = [it for it, _ in cs[0] if it > 0]
             ax.plot(its, [sum(dict(c)[it] for c in cs) / len(cs) for it in its], 'o-', ms=3, color=f'C{4 + i}',
                     label=name.split(',')[0])
-        ax.set(title=f'{st}, Muon lr {best:g}: val loss (eval set,\nmean of seeds)', xlabel='iteration',
-               ylabel='nats / token')
+        ax.set(title=f"{st}, Muon (GPT lr {rate['GPT 6L']:g}, Parcae lr {rate['Parcae']:g}):\nval loss (eval set, "
+                     "mean of seeds)", xlabel='iteration', ylabel='nats / token')
         ax = axs[1, 2 + k]
         for s, sw in zip(ss, sweeps[st]):
             ax.plot(sw['values'], sw['loss'], 'o-', ms=3, label=f'seed {s}')
@@ -686,15 +698,16 @@ def parcae_stability_axes(ax_lr, ax_loss, ax_rho, rows):
                ylabel='rho(A_bar)')
 
 
-def parcae_stability_md(rows, done, lrs, best, grid):
-    """The recipes, Table 2's stability table with its noise floor, and the GPT's rate grid."""
+def parcae_stability_md(rows, done, brackets):
+    """The recipes, Table 2's stability table with its noise floor, and each tuned model's rate grid."""
     gpt_rise = max(stability(run_dir('parcae', f'GPT 6L, Adam lr {lr:g}', 1337), 50)['rise'] for lr in PARCAE_ADAM_LRS)
     md = [f"Recipes. Table 2 (stability): the RDM's Adam (Q.1: update clipping, atan2 without epsilon, trapezoid, "
           f"{tokens_seen(run_dir('parcae', f'Parcae, Adam lr {PARCAE_ADAM_LRS[0]:g}', 1337)):,} tokens), one seed (1337) "
           "per rate. Section 5.1 (quality): the paper's own, Table 21 (config/results/parcae/muon.py: Muon with Polar "
           "Express, variance reduction and cautious weight decay 0.2 decaying to 0 for the matrices, AdamW betas "
-          "(0.8, 0.95), eps 1e-10 for the rest, one rate for both, no warmup, 50% cooldown), every model at the GPT's "
-          "best rate as the paper takes Parcae at the GPT's.", '',
+          "(0.8, 0.95), eps 1e-10 for the rest, one rate for both, no warmup, 50% cooldown); the GPT 6L and Parcae "
+          "each at its own best rate (the paper takes Parcae at the GPT's), the GPT 12L at the GPT 6L's and "
+          "Parcae mu=1 at Parcae's.", '',
           'Stability (Table 2; seed 1337; the largest rise of the logged train loss over the lowest of the 10 logs '
           "before it, after warmup; spectral radius, largest singular value of the injection and state norm from "
           "train.py's log):", '',
@@ -708,18 +721,21 @@ def parcae_stability_md(rows, done, lrs, best, grid):
             md.append(f"| {name} | {'no' if d is None else f'after iter {d}'} | {rows[name]['mean']:.3f} | "
                       f"{st['rise']:.3f} | " + (f"{st['rho_end']:.3f} ({st['rho_max']:.3f}) | {st['sigma_end']:.3f} "
                       f"({st['sigma_max']:.3f}) | {st['norm_end']:.1f} ({st['norm_max']:.1f}) |" if loop else '| | |'))
-    return md + ['', f"The rise metric's noise floor: {gpt_rise:.3f}, its largest value over the GPT's three runs, "
-                     "where nothing loops and nothing spikes; a looped run's rise is a spike only above it.", '',
-                 "Table 21's rate for the GPT 6L on tiny Shakespeare (seed 1337, whole val stream): " +
-                 ' | '.join(f'{lr:g}: {grid[lr]:.3f}' for lr in lrs) + f". Best {best:g}, inside the grid"
-                 + ('.' if best not in (lrs[0], lrs[-1]) else ' edge (the grid stopped at 7 rates).')]
+    md += ['', f"The rise metric's noise floor: {gpt_rise:.3f}, its largest value over the GPT's three runs, "
+               "where nothing loops and nothing spikes; a looped run's rise is a spike only above it.", '']
+    for m, (lrs, best, grid) in brackets.items():
+        md.append(f"Table 21's rate for the {m} on tiny Shakespeare (seed 1337, whole val stream): " +
+                  ' | '.join(f'{lr:g}: {grid[lr]:.3f}' for lr in lrs) + f". Best {best:g}, inside the grid"
+                  + ('.' if best not in (lrs[0], lrs[-1]) else ' edge (the grid stopped at 7 rates).'))
+    return md
 
 
-def parcae_depth_md(st, rows, names, ss, best):
+def parcae_depth_md(st, rows, names, ss, rate):
     """One setting's comparison: Parcae against the GPT 6L, the GPT 12L and itself at fixed depth 1."""
     deep = verdict(rows[names[1]], rows[names[0]])
     md = ['', f"{st} ({PAPERS['battery']['data'] if st == 'battery' else 'tiny Shakespeare characters'}; "
-              f"{tokens_seen(run_dir('parcae', names[0], ss[0])):,} tokens), Table 21 at lr {best:g}, seeds "
+              f"{tokens_seen(run_dir('parcae', names[0], ss[0])):,} tokens), Table 21 (the GPTs at lr "
+              f"{rate['GPT 6L']:g}, Parcae at {rate['Parcae']:g}), seeds "
               f"{', '.join(map(str, ss))}: Parcae (ref) against the parameter-matched GPT 6L, the FLOPs-matched "
               "GPT 12L and itself at fixed depth 1:", '']
     md += comparison('parcae', list(rows.values()), {n: [val_curve(run_dir('parcae', n, s)) for s in rows[n]['seeds']]
