@@ -213,7 +213,9 @@ def test_fon_infill_arms_start_from_their_own_pretraining():
     assert ft['FON PC + holes'][0] == 'FON PC' and ft['FON OD + holes'][0] == ft['FON AR + holes'][0] == 'FON AR/OD'
     coupling = {n: resolve_config(spec['runs'][src] + args)['coupling'] for n, (src, args) in ft.items()
                 if n.startswith('FON')}
-    assert coupling == {'FON PC + holes': 'PC', 'FON OD + holes': 'OD', 'FON AR + holes': 'AR'}
+    assert coupling == {'FON PC + holes': 'PC', 'FON OD + holes': 'OD', 'FON AR + holes': 'AR',
+                        'FON PC then OD + holes': 'OD'}
+    assert ft['FON PC then OD + holes'][0] == 'FON PC' and spec['legs'][-1] >= 2000
     assert resolve_config(spec['runs']['FON AR/OD'])['coupling'] == 'AR'
     assert list(spec['legs']) == sorted(spec['legs'])
     cfg = resolve_config(spec['runs']['FON PC'] + ft['FON PC + holes'][1])

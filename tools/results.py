@@ -159,9 +159,11 @@ PAPERS = {
             'FON PC + holes': ('FON PC', HOLES),
             'FON OD + holes': ('FON AR/OD', HOLES + ['--coupling=OD']),
             'FON AR + holes': ('FON AR/OD', HOLES + ['--coupling=AR']),
+            # PC's pretraining with OD's coupling in the fine-tuning: does PC's gain come from its pretraining?
+            'FON PC then OD + holes': ('FON PC', HOLES + ['--coupling=OD']),
             'GPT learned + holes': ('GPT learned', HOLES),
         },
-        'legs': (250, 750, 1500),
+        'legs': (250, 750, 1500, 2500),   # to past every arm's LM prior (1,500 left PC and AR below theirs)
     },
     'depth': {
         'claim': 'the gate of every depth claim (Parcae\'s test-time depth, the workspace\'s rounds, TextNCA\'s Ts): '
@@ -882,7 +884,7 @@ def infill_md(fill):
     last = {name: reads[-1][1] for name, reads in fill.items()}
     pc = last['FON PC + holes']
     gains = []
-    for other in ('FON OD + holes', 'FON AR + holes'):
+    for other in ('FON OD + holes', 'FON AR + holes', 'FON PC then OD + holes'):
         o, n = last[other], pc['holes']
         diff = pc['infill_acc'] - o['infill_acc']
         # the same holes for both: an unpaired interval on the difference is the conservative one
@@ -890,7 +892,7 @@ def infill_md(fill):
         # one seed: an interval over holes, not over seeds, so no 'holds' (that needs three seeds)
         call = ('PC ahead beyond the interval' if diff > half else 'within the interval' if abs(diff) <= half
                 else 'the arm ahead beyond the interval')
-        gains.append(f"PC - {other.split()[1]}: {100 * diff:+.1f} points (+-{100 * half:.1f}, 95%), "
+        gains.append(f"PC - {other[len('FON '):-len(' + holes')]}: {100 * diff:+.1f} points (+-{100 * half:.1f}, 95%), "
                      f"{100 * diff / o['infill_acc']:+.0f}% relative: {call}")
     return md + ['', 'At the last leg (one seed; the interval is over holes, not seeds): ' + '; '.join(gains) + '.']
 
@@ -940,7 +942,8 @@ def fon(seeds, iters):
                                               else 'n/a' for r in e['rows']) + ' |')
     md += ['', 'Infill (Table 5 at CPU scale, seed 1337): each arm hole fine-tuned from its own pretraining (PC from '
            'FON PC; OD and AR from one drafting-only pretraining, which OD and AR share since neither revises without '
-           'holes), all at recursion T1, read after each leg on the same holes (stride 8, p 0.15, every val sequence '
+           "holes; PC then OD: PC's pretraining fine-tuned with OD's coupling), all at recursion T1, read after each "
+           'leg on the same holes (stride 8, p 0.15, every val sequence '
            'holed, 200 eval batches; full-vocabulary argmax at the hole; tools/eval.py --infill); [95% Wilson '
            'interval].', '']
     md += infill_md(fill)
