@@ -804,9 +804,10 @@ def print_sizes(cfg):
         print(f"parameters: {m.num_params()}")
         print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
         world = int(os.environ.get('WORLD_SIZE', 1))
-        if split_batch(cfg, world) is None:
+        split = split_batch(cfg, world)
+        if split is None:
             raise ConfigError(split_hint(cfg, world))
-        micro_batch, accum = split_batch(cfg, world)
+        micro_batch, accum = split
         try:
             mem = estimate_memory(cfg, micro_batch, accum, configure_optimizers)
         except (RuntimeError, NotImplementedError) as e:   # an op the meta device cannot run (a value read back)

@@ -287,10 +287,8 @@ def report_runs(paper, spec, seeds, iters, metric='loss'):
         args = spec['runs'][name] + ([f'--learning_rate={lr:g}', f'--min_lr={lr / 10:g}'] if lr else [])
         return train(args, out, seed, iters), evaluate(out, '--stream=True')[metric]
 
-    def run_all(jobs):   # JOBS at once, one thread each; a job done before is not redone
-        todo = [j for j in dict.fromkeys(jobs) if j not in done]
-        with ThreadPoolExecutor(JOBS) as pool:
-            done.update(zip(todo, pool.map(job, todo)))
+    def run_all(jobs):
+        run_jobs(job, jobs, done)
 
     def key(name, lr):   # the config's own rate trains in the run's plain folder
         return None if lr == tune[head(name)] else lr
@@ -326,6 +324,13 @@ def report_runs(paper, spec, seeds, iters, metric='loss'):
 def first_dir(paper, row):
     """The folder of a row's first seed (a tuned run's at its rate)."""
     return row['dirs'][0] if 'dirs' in row else run_dir(paper, row['run'], row['seeds'][0])
+
+
+def run_jobs(run, jobs, done):
+    """done[j] = run(j) for every job j not in done yet, JOBS at once, one thread each."""
+    todo = [j for j in dict.fromkeys(jobs) if j not in done]
+    with ThreadPoolExecutor(JOBS) as pool:
+        done.update(zip(todo, pool.map(run, todo)))
 
 
 def rated(name, lr):
@@ -1209,11 +1214,8 @@ def depth(seeds, iters):
 
 
 def depth_train(jobs, done, iters):
-    """Trains and reads the (name, lr, seed) jobs into done, JOBS at once, one thread each; a job done
-    before is not redone."""
-    todo = [j for j in dict.fromkeys(jobs) if j not in done]
-    with ThreadPoolExecutor(JOBS) as pool:
-        done.update(zip(todo, pool.map(lambda j: depth_run(*j, iters), todo)))
+    """Trains and reads the (name, lr, seed) jobs into done."""
+    run_jobs(lambda j: depth_run(*j, iters), jobs, done)
 
 
 def depth_run(name, lr, seed, iters):
