@@ -375,7 +375,8 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
 
 def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_model_s(tmp_path, monkeypatch):
     # made-up runs (nothing trains): the loss is lowest at each model's own rate, the TextNCA's beyond the first
-    # grid; the ablation follows its model's rate, the untuned run keeps its config's
+    # grid; the ablation follows its model's rate, the untuned run keeps its config's. A seed that stalls at the
+    # first seed's best rate moves the NCA to its runner-up, where every seed trains too
     monkeypatch.chdir(tmp_path)
     best = {'nca': 8e-3, 'gpt': 1e-3}
     trained = []
@@ -389,7 +390,8 @@ def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_
 
     def evaluate(out, *a):
         cfg = json.load(open(os.path.join(out, 'config.json')))
-        return {'loss': 1.0 + abs(math.log(cfg['learning_rate'] / best[cfg['model']]))}
+        stall = 2.5 if cfg['model'] == 'nca' and cfg['learning_rate'] == 8e-3 and out.endswith('-s1338') else 0.0
+        return {'loss': 1.0 + abs(math.log(cfg['learning_rate'] / best[cfg['model']])) + stall}
     monkeypatch.setattr(results, 'train', train)
     monkeypatch.setattr(results, 'evaluate', evaluate)
     monkeypatch.setattr(results, 'val_curve', lambda out: [])
@@ -397,18 +399,22 @@ def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_
             'tune': {'NCA': 2e-3, 'GPT': 2e-3}, 'tune_as': {'NCA reversed': 'NCA'}}
     rows, _ = results.report_runs('x', spec, 3, 0)
     by = {r['run']: r for r in rows}
-    assert by['NCA']['lr'] == by['NCA reversed']['lr'] == 8e-3 and by['GPT']['lr'] == 1e-3 and 'lr' not in by['Eq. 1']
+    assert by['NCA']['lr'] == by['NCA reversed']['lr'] == 4e-3 and by['GPT']['lr'] == 1e-3 and 'lr' not in by['Eq. 1']
     assert list(by['NCA']['grid']) == ['0.001', '0.002', '0.004', '0.008', '0.016'] and list(by['GPT']['grid']) == \
         ['0.0005', '0.001', '0.002', '0.004']
-    assert all(r['mean'] == 1.0 and r['seeds'] == [1337, 1338, 1339] for r in rows if r['run'] != 'Eq. 1')
+    assert by['NCA']['finals'] == {'0.008': pytest.approx(1 + 2.5 / 3), '0.004': pytest.approx(1 + math.log(2))}
+    assert by['GPT']['finals'] == {'0.001': 1.0, '0.0005': pytest.approx(1 + math.log(2))}   # a tie goes to the lower
+    assert by['GPT']['mean'] == 1.0 and by['NCA']['mean'] == pytest.approx(1 + math.log(2))
+    assert all(r['seeds'] == [1337, 1338, 1339] for r in rows)
     # a rate other than the config's trains in its own folder, with the floor a tenth of it; the config's in the plain one
     runs = {(o, s): a for o, s, a in trained}
-    assert runs[('out-results/x/NCA_reversed_lr_0_008-s1339', 1339)][-2:] == ['--learning_rate=0.008', '--min_lr=0.0008']
+    assert runs[('out-results/x/NCA_reversed_lr_0_004-s1339', 1339)][-2:] == ['--learning_rate=0.004', '--min_lr=0.0004']
     assert ('out-results/x/GPT-s1337', 1337) in runs and ('out-results/x/GPT-s1338', 1338) not in runs
-    assert len(trained) == 5 + 2 + 3 + 4 + 2 + 3 == len(runs)     # grids, seeds; nothing trained twice
+    assert len(trained) == 5 + 4 + 4 + 4 + 3 + 3 == len(runs)     # grids, the best two's seeds, seeds; none twice
     line = results.rates_md(rows)[0]
-    assert 'NCA: 0.001 3.079, 0.002 2.386, 0.004 1.693, 0.008 1.000, 0.016 1.693 -> 0.008' in line
-    assert line.endswith('At their model\'s rate: NCA reversed 0.008.')
+    assert 'NCA: 0.001 3.079, 0.002 2.386, 0.004 1.693, 0.008 1.000, 0.016 1.693; mean 0.008 1.833, 0.004 1.693 ' \
+           '-> 0.004' in line
+    assert line.endswith('At their model\'s rate: NCA reversed 0.004.')
 
 
 def test_the_headline_gap_at_two_sizes_against_tokens_per_parameter(monkeypatch):
@@ -482,7 +488,8 @@ def test_textnca_report_reads_every_run_where_it_trained(tmp_path, monkeypatch):
     assert by['Ts=6']['dirs'] == [f'out-results/textnca/Ts_6_lr_0_004-s{s}' for s in (1337, 1338, 1339)]
     assert by['Transformer-6L d96']['dirs'][0] == 'out-results/textnca/Transformer_6L_d96-s1337'
     assert all(r['mean'] == pytest.approx(2.001) for r in rows if r['run'] not in ('Ts=8', 'staged, emb_scale 1 (Eq. 1 literally)'))
-    assert "staged (2, 8, 32): 0.001 3.386, 0.002 2.693, 0.004 2.000, 0.008 2.693 -> 0.004" in md
+    assert "staged (2, 8, 32): 0.001 3.386, 0.002 2.693, 0.004 2.000, 0.008 2.693; mean 0.004 2.001, 0.002 2.694 " \
+           "-> 0.004" in md
     assert "At their model's rate: reversed (32, 8, 2) 0.004" in md
     assert '| Transformer-6L | ' in md and '| +0.000 +- 0.002 | tie |' in md     # the second size's pair
     results.plt.close(fig)

@@ -276,8 +276,9 @@ def seed_list(spec, name, seeds):
 def report_runs(paper, spec, seeds, iters, metric='loss'):
     """Train every run of a paper for every seed; one table row per run: mean +- sd over seeds. A run
     named in spec['tune'] (name -> its config's rate) trains at its own best rate: bracket() from half
-    to twice its config's, on its first seed, by the stream score; a run of spec['tune_as'] (name ->
-    such a run) trains at that run's rate, as an ablation shares its model's recipe."""
+    to twice its config's, on its first seed, by the stream score, then every seed at that grid's best
+    two rates, the lower mean taken; a run of spec['tune_as'] (name -> such a run) trains at that run's
+    rate, as an ablation shares its model's recipe."""
     tune, head = spec.get('tune', {}), (lambda name: spec.get('tune_as', {}).get(name, name))
     done = {}
 
@@ -299,8 +300,18 @@ def report_runs(paper, spec, seeds, iters, metric='loss'):
         def score(lr, name=name):
             run_all([(name, key(name, lr), first[name])])
             return done[(name, key(name, lr), first[name])][1]
-        lrs, best[name] = bracket((base / 2, base, base * 2), score)
+        lrs, _ = bracket((base / 2, base, base * 2), score)
         grids[name] = {lr: score(lr) for lr in lrs}
+    # one seed picks a rate beside the edge where another seed stalls (TextNCA's 4e-3, next to 8e-3's
+    # divergence): the two best rates of the first seed's grid train every seed, the lower mean wins
+    finals = {name: sorted(grid, key=lambda lr: (grid[lr] if math.isfinite(grid[lr]) else math.inf, lr))[:2]
+              for name, grid in grids.items()}
+    run_all([(name, key(name, lr), seed) for name, lrs in finals.items() for lr in lrs
+             for seed in seed_list(spec, name, seeds)])
+    means = {name: {lr: mean_sd([done[(name, key(name, lr), seed)][1] for seed in seed_list(spec, name, seeds)])[0]
+                    for lr in lrs} for name, lrs in finals.items()}
+    for name, m in means.items():
+        best[name] = min(finals[name], key=lambda lr: m[lr] if math.isfinite(m[lr]) else math.inf)
 
     def lr_of(name):
         return key(name, best[head(name)]) if head(name) in best else None
@@ -317,7 +328,8 @@ def report_runs(paper, spec, seeds, iters, metric='loss'):
                      'seconds': sum(done[(name, lr, seed)][0] for seed in ss),
                      'dirs': [run_dir(paper, rated(name, lr), seed) for seed in ss],
                      **({'lr': cfg['learning_rate']} if head(name) in best else {}),
-                     **({'grid': {f'{r:g}': v for r, v in grids[name].items()}} if name in grids else {})})
+                     **({'grid': {f'{r:g}': v for r, v in grids[name].items()},
+                         'finals': {f'{r:g}': v for r, v in means[name].items()}} if name in grids else {})})
     return rows, curves
 
 
@@ -340,9 +352,10 @@ def rated(name, lr):
 
 def rates_md(rows, unit='val loss'):
     """The rate brackets of a paper's tuned runs, one line each, and the rate every other tuned row took."""
-    md = [f"Each run's own rate (its first seed's {unit} at each rate of its bracket; the best inside the grid "
-          f"or at its widest, 7 rates): " + '; '.join(
-              f"{r['run']}: " + ', '.join(f'{lr} {v:.3f}' for lr, v in r['grid'].items()) + f" -> {r['lr']:g}"
+    md = [f"Each run's own rate (its first seed's {unit} at each rate of its bracket, the best inside the grid "
+          f"or at its widest, 7 rates; then the mean over every seed at the grid's best two, the lower taken): " + '; '.join(
+              f"{r['run']}: " + ', '.join(f'{lr} {v:.3f}' for lr, v in r['grid'].items()) + '; mean ' +
+              ', '.join(f'{lr} {v:.3f}' for lr, v in r['finals'].items()) + f" -> {r['lr']:g}"
               for r in rows if 'grid' in r) + '.']
     shared = [r for r in rows if 'lr' in r and 'grid' not in r]
     if shared:
