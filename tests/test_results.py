@@ -215,7 +215,10 @@ def test_fon_infill_arms_start_from_their_own_pretraining():
                 if n.startswith('FON')}
     assert coupling == {'FON PC + holes': 'PC', 'FON OD + holes': 'OD', 'FON AR + holes': 'AR',
                         'FON PC then OD + holes': 'OD'}
-    assert ft['FON PC then OD + holes'][0] == 'FON PC' and spec['legs'][-1] >= 2000
+    assert ft['FON PC then OD + holes'][0] == 'FON PC' and spec['legs'][-1] >= spec['least'] >= 2000
+    # three seeds of every arm (each fine-tunes its pretraining's); PC, OD and PC then OD must pass their LM prior
+    assert all(spec['seeds_by_run'][src] >= 3 for src, _ in ft.values())
+    assert set(spec['must_pass']) == {'FON PC + holes', 'FON OD + holes', 'FON PC then OD + holes'}
     assert resolve_config(spec['runs']['FON AR/OD'])['coupling'] == 'AR'
     assert list(spec['legs']) == sorted(spec['legs'])
     cfg = resolve_config(spec['runs']['FON PC'] + ft['FON PC + holes'][1])
@@ -258,6 +261,58 @@ def test_a_run_read_along_the_way_continues_leg_by_leg(tmp_path, monkeypatch):
     assert '--max_iters=250' in calls[0] and '--init_from=resume' not in calls[0]
     assert calls[1][-2:] == ['--max_iters=750', '--init_from=resume']
     assert json.load(open(os.path.join(out, 'done.json')))['upto'] == 750
+
+
+@pytest.mark.parametrize('pc_passes, stop', [(4000, 4000), (750, 2500), (None, 6000)])
+def test_infill_arms_train_leg_by_leg_until_every_revising_arm_passes_its_prior(tmp_path, monkeypatch, pc_passes, stop):
+    # made-up readings (nothing trains): each seed's LM prior is its own; OD passes it from 1,500, PC and PC then OD
+    # from pc_passes (PC then OD's first seed only then), AR and the GPT never. The legs stop at the first leg of
+    # 2,000 or more where every seed of PC, OD and PC then OD is past its prior, or at the last
+    monkeypatch.chdir(tmp_path)
+    spec, trained = results.PAPERS['fon'], []
+    seeds = {name: [1337] if 'GPT' in name else [1337, 1338, 1339] for name in spec['finetune']}
+    ft = {name: [(seed, ['c.py', f'--init_from=pre/{src}-{seed}']) for seed in seeds[name]]
+          for name, (src, _) in spec['finetune'].items()}
+    after = {'FON PC + holes': (-0.05, 0.03), 'FON OD + holes': (-0.05, 0.06), 'FON AR + holes': (-0.04, -0.04),
+             'FON PC then OD + holes': (0.001, 0.031), 'GPT learned + holes': (-0.10, -0.10)}
+
+    def train(args, out, seed, iters, upto=None):
+        trained.append((out, seed, upto))
+        return upto / 10
+
+    def eval_json(out, file, *args, leg=None):
+        name = next(n for n in spec['finetune'] if out == results.run_dir('fon', n, int(out[-4:])))
+        seed = int(out[-4:])
+        assert f'--baseline_from=pre/{spec["finetune"][name][0]}-{seed}' in args and file == 'infill.json'
+        prior = 0.50 + 0.001 * (seed - 1337)
+        late = leg >= (1500 if name == 'FON OD + holes' else pc_passes or math.inf)
+        return {'holes': 1000, 'infill_acc': prior + after[name][late] + 0.002 * (seed - 1338),
+                'unholed_prefix_acc': 0.6, 'pretrained_prefix_acc': prior}
+    monkeypatch.setattr(results, 'train', train)
+    monkeypatch.setattr(results, 'eval_json', eval_json)
+    fill, secs = results.finetune_legs(ft, spec, 0)
+    legs = [leg for leg in spec['legs'] if leg <= stop]
+    assert sorted(trained) == sorted((results.run_dir('fon', name, seed), seed, leg)
+                                     for name in ft for seed in seeds[name] for leg in legs)
+    assert secs['FON PC + holes'] == [stop / 10] * 3 and [leg for leg, _ in fill['FON AR + holes']] == legs
+    md = results.infill_md(fill, spec['must_pass'])
+    rows = {line.split(' | ')[0][2:]: line.split(' | ') for line in md if line.startswith('| ')}
+    passed = {name: row[-4] for name, row in rows.items() if name in spec['finetune']}
+    late = f'{pc_passes} it' if pc_passes else f'not by {stop} it'
+    assert passed == {'FON PC + holes': late, 'FON OD + holes': '1500 it', 'FON AR + holes': f'not by {stop} it',
+                      'FON PC then OD + holes': late, 'GPT learned + holes': f'not by {stop} it'}
+    verdicts = {name: row[-2:] for name, row in rows.items() if name in spec['finetune']}
+    if pc_passes:
+        # at the last leg PC fills 53.1 +- 0.3 (its prior 50.1 +- 0.1): OD ahead beyond 2 sd, AR behind, PC then OD
+        # within; the GPT has one seed, so its cell is an interval over holes and no verdict
+        assert rows['FON PC + holes'][3 + len(legs) - 1] == '53.1 +- 0.3%' and rows['FON PC + holes'][-5] == '50.1 +- 0.1%'
+        assert verdicts == {'FON PC + holes': ['', ' |'], 'FON OD + holes': ['-3.0 points', 'run higher |'],
+                            'FON AR + holes': ['+7.0 points', 'holds |'], 'FON PC then OD + holes': ['-0.1 points', 'tie |'],
+                            'GPT learned + holes': ['+13.3 points', 'one seed |']}
+        assert rows['GPT learned + holes'][3 + len(legs) - 1] == '39.8% [36.8, 42.9]'
+        assert md[-1].startswith(f'The legs stopped at {stop} iterations')
+    else:
+        assert md[-1].startswith('At the last leg (6000 iterations) not every seed of PC, OD, PC then OD fills')
 
 
 def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
@@ -494,8 +549,10 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
     # the report must read each run where it trained (its own rate) and write every table and the figure
     monkeypatch.chdir(tmp_path)
     vocab = {'fon': 66, 'workspace': 257}[paper]
+    legs = []
 
     def train(args, out, seed, iters, upto=None):
+        legs.extend([(out, seed, upto, a[len('--init_from='):]) for a in args if a.startswith('--init_from=')])
         os.makedirs(out, exist_ok=True)
         cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a for a in args
                               if not a.startswith('--init_from')] + [f'--vocab_size={vocab}', f'--seed={seed}'])
@@ -510,7 +567,7 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
     def eval_json(out, file, *args, leg=None):
         if file == 'infill.json':
             return {'holes': 1000, 'infill_acc': 0.3 + 0.0001 * leg, 'unholed_prefix_acc': 0.1,
-                    'pretrained_prefix_acc': None if 'OD' in out else 0.25}
+                    'pretrained_prefix_acc': 0.5}     # every arm past its prior from 2,001 iterations on
         if file == 'extrapolate.json':
             return {'train_length': 128, 'rows': [{'length': n, 'loss': 1.5 + n / 1e4, 'delta_pct': n / 100}
                                                   for n in (128, 256, 512, 1024)]}
@@ -528,6 +585,16 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
     if paper == 'fon':
         assert len(by['FON PC']['seeds']) == 3 and '| Mamba2 | 222,064 | 20.8 |' in md
         assert len([a for a in fig.axes if a.has_data()]) == 4
+        # each infill arm fine-tunes every seed of its own pretraining (at its model's rate), leg by leg up to
+        # the first leg of 2,000 or more past every prior
+        assert by['FON AR/OD']['lr'] == by['FON PC']['lr'] and by['GPT learned']['lr'] == by['GPT RoPE']['lr']
+        for name, (src, _) in results.PAPERS['fon']['finetune'].items():
+            assert by[name]['seeds'] == by[src]['seeds'] == [1337, 1338, 1339], name
+            for seed, pre in zip(by[src]['seeds'], by[src]['dirs']):
+                assert [u for o, s, u, i in legs if o == results.run_dir('fon', name, seed) and s == seed and
+                        i == pre] == [250, 750, 1500, 2500], (name, seed)
+        assert '| FON PC + holes | 3 | 1000/1000/1000 | 32.5 +- 0.0% |' in md and 'fill at 4000' not in md
+        assert 'The legs stopped at 2500 iterations' in md
     results.plt.close(fig)
 
 

@@ -134,7 +134,9 @@ PAPERS = {
                  'engineering (paper: +8-9%, between ALiBi +2.6% and RoPE +18.6%); Table 5: hole fine-tuned FON-PC '
                  'fills holes better than its drafting-only (AR) self and the causal Transformer',
         'seeds': 1,
-        'seeds_by_run': {'FON PC': 3, 'Mamba2': 3, 'GPT RoPE': 3, 'GPT ALiBi': 3, 'FON PC untied': 3},  # headline, tie
+        # the headline, the tie, and the infill arms' pretrainings (each arm fine-tunes every seed of its own)
+        'seeds_by_run': {'FON PC': 3, 'Mamba2': 3, 'GPT RoPE': 3, 'GPT ALiBi': 3, 'FON PC untied': 3, 'FON AR/OD': 3,
+                         'GPT learned': 3},
         'runs': {
             'FON PC': [CFG + 'fon/fon.py'],
             'Mamba2': [CFG + 'fon/mamba2.py'],
@@ -147,14 +149,15 @@ PAPERS = {
             'FON AR/OD': [CFG + 'fon/fon.py', '--coupling=AR'],
         },
         'tune': {name: 2e-3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')},   # Table 2's, each at its own rate
+        'tune_as': {'FON AR/OD': 'FON PC', 'GPT learned': 'GPT RoPE'},   # the infill arms' pretrainings at their model's
         # Table 2's four again at d 64 for 3,000 iterations: 20-21 tokens per parameter (the first size: 2.6)
         'small': {'seeds': 1, 'seeds_by_run': {name: 3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')},
                   'runs': {'FON PC': [CFG + 'fon/fon_small.py'], 'Mamba2': [CFG + 'fon/mamba2_small.py'],
                                        'GPT RoPE': [CFG + 'fon/gpt_small.py', '--pos=rope'],
                                        'GPT ALiBi': [CFG + 'fon/gpt_small.py', '--pos=alibi']},
                   'tune': {name: 2e-3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')}},
-        # Table 5's arms, each hole fine-tuned from its own pretraining (name: the pretrained run it
-        # starts from, what follows its arguments), read after each leg of the fine-tuning
+        # Table 5's arms, each hole fine-tuned from every seed of its own pretraining (name: the pretrained run
+        # it starts from, what follows its arguments), read after each leg of the fine-tuning
         'finetune': {
             'FON PC + holes': ('FON PC', HOLES),
             'FON OD + holes': ('FON AR/OD', HOLES + ['--coupling=OD']),
@@ -163,7 +166,13 @@ PAPERS = {
             'FON PC then OD + holes': ('FON PC', HOLES + ['--coupling=OD']),
             'GPT learned + holes': ('GPT learned', HOLES),
         },
-        'legs': (250, 750, 1500, 2500),   # to past every arm's LM prior (1,500 left PC and AR below theirs)
+        # legs of one constant-rate run, trained until every seed of every arm in 'must_pass' fills above its own
+        # pretraining's LM prior at a leg of at least 'least' iterations, or to the last leg (1,500 left PC below)
+        'legs': (250, 750, 1500, 2500, 4000, 6000),
+        'least': 2000,
+        # the arms whose fill reads past the hole; AR and the causal GPT read the prefix only, so their LM prior is
+        # their ceiling, not a mark they can be asked to pass
+        'must_pass': ('FON PC + holes', 'FON OD + holes', 'FON PC then OD + holes'),
     },
     'depth': {
         'claim': 'the gate of every depth claim (Parcae\'s test-time depth, the workspace\'s rounds, TextNCA\'s Ts): '
@@ -858,72 +867,103 @@ def tokens_seen(out):
     return cfg['batch_size'] * cfg['gradient_accumulation_steps'] * cfg['block_size'] * cfg['max_iters']
 
 
-def finetune_legs(name, args, legs, iters):
-    """A hole fine-tuning run trained leg by leg (resumes of one run; the schedule is constant, so
-    the legs are one run) and read after each: (seconds, [(iteration, infill JSON)])."""
-    out = run_dir('fon', name, 1337)
-    src = next(a for a in args if a.startswith('--init_from='))[len('--init_from='):]
-    reads, secs = [], 0.0
-    for leg in legs:
-        leg = max(1, leg * iters // legs[-1]) if iters else leg
-        secs = train(args, out, 1337, 0, upto=leg)
-        reads.append((leg, eval_json(out, 'infill.json', '--infill=True', '--eval_iters=200',
-                                     f'--baseline_from={src}', leg=leg)))
-    return secs, reads
+def finetune_legs(ft, spec, iters):
+    """Table 5's arms: each seed of each arm one constant-rate run trained leg by leg (resumes of one run)
+    and read after each leg, JOBS runs at once. After the first leg of at least spec['least'] iterations
+    at which every seed of every arm in spec['must_pass'] fills above its own LM prior, no further leg.
+    ft: arm -> [(seed, train.py arguments with its --init_from)]. Returns ({arm: [(leg, [infill JSON
+    per seed])]}, {arm: [seconds per seed]})."""
+    legs = spec['legs']
+    scale = (lambda n: max(1, n * iters // legs[-1])) if iters else (lambda n: n)
+    args = {(name, seed): a for name, runs in ft.items() for seed, a in runs}
+    jobs = sorted(args, key=lambda j: j[0] not in spec['must_pass'])    # the slow revising arms first
+    fill = {name: [] for name in ft}
+    for leg in map(scale, legs):
+        def job(j, leg=leg):
+            out, src = run_dir('fon', *j), next(a for a in args[j] if a.startswith('--init_from='))[len('--init_from='):]
+            return train(args[j], out, j[1], 0, upto=leg), eval_json(
+                out, 'infill.json', '--infill=True', '--eval_iters=200', f'--baseline_from={src}', leg=leg)
+        done = {}
+        run_jobs(job, jobs, done)
+        for name, runs in ft.items():
+            fill[name].append((leg, [done[(name, seed)][1] for seed, _ in runs]))
+        secs = {name: [done[(name, seed)][0] for seed, _ in runs] for name, runs in ft.items()}
+        if leg >= scale(spec['least']) and all(past_prior(fill[name][-1][1]) for name in spec['must_pass']):
+            break
+    return fill, secs
 
 
-def infill_md(fill):
-    """Table 5 at CPU scale: each arm's fill rate after each leg with its 95% interval, the no-hole
-    baselines after the last, and PC's gain over the OD and AR arms."""
+def past_prior(reads):
+    """Every seed's fill above the LM prior of the pretraining it started from."""
+    return all(r['pretrained_prefix_acc'] is not None and r['infill_acc'] > r['pretrained_prefix_acc'] for r in reads)
+
+
+def fill_cell(accs, holes):
+    """A fill rate over seeds: mean +- sd, or one seed's with its Wilson interval over holes."""
+    m, sd = mean_sd(accs)
+    if len(accs) > 1:
+        return f'{100 * m:.1f} +- {100 * sd:.1f}%'
+    lo, hi = wilson(m * holes[0], holes[0])
+    return f'{100 * m:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]'
+
+
+def infill_md(fill, must_pass):
+    """Table 5 at CPU scale: each arm's fill rate after each leg (mean +- sd over seeds), its LM prior,
+    the leg at which every seed passed that prior, and PC against the arm at the last leg."""
     legs = [leg for leg, _ in next(iter(fill.values()))]
-    md = ['| run | holes | ' + ' | '.join(f'fill at {leg} it' for leg in legs) +
-          ' | same model, un-holed prefix | its pretraining, holed prefix (the LM prior) |',
-          '|' + '---|' * (len(legs) + 4)]
+    head = (['arm', 'seeds', 'holes per seed'] + [f'fill at {leg} it' for leg in legs] +
+            ['its pretraining, holed prefix (the LM prior)', 'passed its prior at', 'same model, un-holed prefix',
+             f'PC - arm at {legs[-1]} it', 'verdict'])
+    md = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+
+    def last(name):
+        m, sd = mean_sd([r['infill_acc'] for r in fill[name][-1][1]])
+        return {'mean': m, 'sd': sd}
+    pc = last('FON PC + holes')
     for name, reads in fill.items():
-        n = reads[-1][1]['holes']
-        cells = [f"{100 * f['infill_acc']:.1f}% [{100 * wilson(f['infill_acc'] * n, n)[0]:.1f}, "
-                 f"{100 * wilson(f['infill_acc'] * n, n)[1]:.1f}]" for _, f in reads]
-        f = reads[-1][1]
-        pre = f"{100 * f['pretrained_prefix_acc']:.1f}%" if f['pretrained_prefix_acc'] is not None else 'n/a'
-        md.append(f"| {name} | {n} | " + ' | '.join(cells) + f" | {100 * f['unholed_prefix_acc']:.1f}% | {pre} |")
-    last = {name: reads[-1][1] for name, reads in fill.items()}
-    pc = last['FON PC + holes']
-    gains = []
-    for other in ('FON OD + holes', 'FON AR + holes', 'FON PC then OD + holes'):
-        o, n = last[other], pc['holes']
-        diff = pc['infill_acc'] - o['infill_acc']
-        # the same holes for both: an unpaired interval on the difference is the conservative one
-        half = 1.96 * math.sqrt((pc['infill_acc'] * (1 - pc['infill_acc']) + o['infill_acc'] * (1 - o['infill_acc'])) / n)
-        # one seed: an interval over holes, not over seeds, so no 'holds' (that needs three seeds)
-        call = ('PC ahead beyond the interval' if diff > half else 'within the interval' if abs(diff) <= half
-                else 'the arm ahead beyond the interval')
-        gains.append(f"PC - {other[len('FON '):-len(' + holes')]}: {100 * diff:+.1f} points (+-{100 * half:.1f}, 95%), "
-                     f"{100 * diff / o['infill_acc']:+.0f}% relative: {call}")
-    return md + ['', 'At the last leg (one seed; the interval is over holes, not seeds): ' + '; '.join(gains) + '.']
+        final = reads[-1][1]
+        holes = [r['holes'] for r in final]
+        priors = [r['pretrained_prefix_acc'] for r in final]
+        prior = fill_cell(priors, holes) if None not in priors else 'n/a'
+        passed = next((f'{leg} it' for leg, rs in reads if past_prior(rs)), f'not by {legs[-1]} it')
+        vs = (['', ''] if name == 'FON PC + holes' else
+              [f"{100 * (pc['mean'] - last(name)['mean']):+.1f} points", verdict(pc, last(name), higher=True)])
+        cells = ([name, str(len(final)), '/'.join(map(str, holes))] +
+                 [fill_cell([r['infill_acc'] for r in rs], holes) for _, rs in reads] +
+                 [prior, passed, fill_cell([r['unholed_prefix_acc'] for r in final], holes)] + vs)
+        md.append('| ' + ' | '.join(cells) + ' |')
+    stop = legs[-1]
+    held = all(past_prior(fill[name][-1][1]) for name in must_pass)
+    arms = ', '.join(n[len('FON '):-len(' + holes')] for n in must_pass)
+    return md + ['', (f"The legs stopped at {stop} iterations: there every seed of {arms} fills above its own LM "
+                      "prior." if held else f"At the last leg ({stop} iterations) not every seed of {arms} fills "
+                      "above its own LM prior: the fine-tuning stopped at its cap, short of that mark.")]
 
 
 def fon(seeds, iters):
     """FON at CPU scale: Table 2's comparison with Mamba2 and the Transformers, the tied head, the
     length extrapolation of Sec. 4.3 (the pretrained runs read beyond their training length) and Table 5's
-    infill arms, each hole fine-tuned from its own pretraining and read after every leg."""
+    infill arms, each hole fine-tuned from every seed of its own pretraining and read after every leg."""
     spec = PAPERS['fon']
     rows, curves = report_runs('fon', spec, seeds, iters)
     small_rows, _ = report_runs('fon-small', spec['small'], seeds, iters)
-    by = {r['run']: r for r in rows}    # each run's first seed, at its own rate
-    ft = {name: spec['runs'][src] + args + [f'--init_from={first_dir("fon", by[src])}']
+    by = {r['run']: r for r in rows}    # each run's seeds, at its own rate
+    ft = {name: [(seed, spec['runs'][src] + args + [f'--init_from={pre}']) for seed, pre in zip(by[src]['seeds'],
+                                                                                              by[src]['dirs'])]
           for name, (src, args) in spec['finetune'].items()}
     ext_runs = ['FON PC', 'Mamba2', 'GPT learned', 'GPT RoPE', 'GPT ALiBi']
     with ThreadPoolExecutor(JOBS) as pool:
-        legs = dict(zip(ft, pool.map(lambda n: finetune_legs(n, ft[n], spec['legs'], iters), ft)))
         ext = dict(zip(ext_runs, pool.map(lambda n: eval_json(
             first_dir('fon', by[n]), 'extrapolate.json', '--extrapolate=True', '--stream=True'), ext_runs)))
-    fill = {name: reads for name, (_, reads) in legs.items()}
+    fill, secs = finetune_legs(ft, spec, iters)
     ft_rows = []
-    for name, (secs, _) in legs.items():
-        out = run_dir('fon', name, 1337)
-        loss = evaluate(out, '--stream=True')['loss']
-        ft_rows.append({'run': name, 'model': json.load(open(os.path.join(out, 'config.json')))['model'],
-                        'losses': [loss], 'mean': loss, 'sd': float('nan'), 'seconds': secs})
+    for name, runs in ft.items():
+        seeds_ft = [seed for seed, _ in runs]
+        losses = [evaluate(run_dir('fon', name, seed), '--stream=True')['loss'] for seed in seeds_ft]
+        m, sd = mean_sd(losses)
+        cfg = json.load(open(os.path.join(run_dir('fon', name, seeds_ft[0]), 'config.json')))
+        ft_rows.append({'run': name, 'model': cfg['model'], 'seeds': seeds_ft, 'losses': losses, 'mean': m, 'sd': sd,
+                        'seconds': sum(secs[name])})
 
     fig = fon_figure(curves, ext, fill)
     md = [f"Headline (FON Table 2 at CPU scale, on this repo's CPU recipe, not the paper's; "
@@ -945,13 +985,20 @@ def fon(seeds, iters):
     for name, e in ext.items():
         md.append(f'| {name} | ' + ' | '.join(f"{r['loss']:.3f} ({r['delta_pct']:+.1f}%)" if math.isfinite(r['loss'])
                                               else 'n/a' for r in e['rows']) + ' |')
-    md += ['', 'Infill (Table 5 at CPU scale, seed 1337): each arm hole fine-tuned from its own pretraining (PC from '
-           'FON PC; OD and AR from one drafting-only pretraining, which OD and AR share since neither revises without '
-           "holes; PC then OD: PC's pretraining fine-tuned with OD's coupling), all at recursion T1, read after each "
-           'leg on the same holes (stride 8, p 0.15, every val sequence '
-           'holed, 200 eval batches; full-vocabulary argmax at the hole; tools/eval.py --infill); [95% Wilson '
-           'interval].', '']
-    md += infill_md(fill)
+    legs = [leg for leg, _ in fill['FON PC + holes']]
+    md += ['', f"Infill (Table 5 at CPU scale, each arm over its pretraining's seeds): each arm hole fine-tuned from "
+           "every seed of its own pretraining (PC from FON PC; OD and AR from one drafting-only pretraining, which OD "
+           "and AR share since neither revises without holes; PC then OD: PC's pretraining fine-tuned with OD's "
+           "coupling), all at recursion T1, one constant-rate run per seed read after each leg (stride-8 holes, p "
+           "0.15, every val sequence holed, 200 eval batches, the holes drawn from the run's seed; full-vocabulary "
+           "argmax at the hole; tools/eval.py --infill). The legs go on until every seed of "
+           f"{', '.join(spec['must_pass'])} fills above its own pretraining's LM prior, at least {spec['least']} "
+           f"iterations, at most {spec['legs'][-1]} (here: {legs[-1]}); AR and the causal GPT read the prefix only, "
+           "so their prior is their ceiling. Fill: mean +- sd over seeds (one seed: [its Wilson 95% interval over "
+           "holes]); 'passed its prior at': the first leg at which every seed's fill is above its own prior. "
+           "'holds': PC higher by more than two of the larger sd, 'tie' within them, 'run higher' the arm ahead "
+           "beyond them, 'one seed' where a side has no sd.", '']
+    md += infill_md(fill, spec['must_pass'])
     md += ['', "Table 8's fill battery, with a BERT-style encoder trained as one (train.py --causal=False) and "
                "future-dependent tasks beyond FON's reach: results/battery.md (python -m tools.results battery)."]
     return rows + ft_rows, fig, '\n'.join(md)
@@ -971,11 +1018,13 @@ def fon_figure(curves, ext, fill):
     ax2.set(title=f"length extrapolation (trained at {e['train_length']}; whole val stream)", xlabel='eval length',
             ylabel='nats / char', ylim=(1, 4))
     for i, (name, reads) in enumerate(fill.items()):
-        ax3.plot([leg for leg, _ in reads], [100 * f['infill_acc'] for _, f in reads], 'o-', color=f'C{i}',
-                 label=name.replace(' + holes', ''))
-        if reads[-1][1]['pretrained_prefix_acc'] is not None:
-            ax3.axhline(100 * reads[-1][1]['pretrained_prefix_acc'], color=f'C{i}', ls=':', lw=1)
-    ax3.set(title='infill: argmax accuracy at the holes\n(dotted: the LM prior from the prefix)',
+        stats = [mean_sd([100 * r['infill_acc'] for r in rs]) for _, rs in reads]
+        ax3.errorbar([leg for leg, _ in reads], [m for m, _ in stats], yerr=[0 if math.isnan(sd) else sd for _, sd in stats],
+                     fmt='o-', color=f'C{i}', capsize=2, label=name.replace(' + holes', ''))
+        priors = [r['pretrained_prefix_acc'] for r in reads[-1][1]]
+        if None not in priors:
+            ax3.axhline(100 * sum(priors) / len(priors), color=f'C{i}', ls=':', lw=1)
+    ax3.set(title='infill: argmax accuracy at the holes, mean +- sd over seeds\n(dotted: the LM prior from the prefix)',
             xlabel='hole fine-tuning iteration', ylabel='%', ylim=(0, 80))
     for ax in (ax1, ax2, ax3):
         ax.legend(fontsize=8)
