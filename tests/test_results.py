@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tools import results
+import fon
 import models
 from train import resolve_config
 
@@ -318,13 +319,20 @@ def test_infill_arms_train_leg_by_leg_until_every_revising_arm_passes_its_prior(
 def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
     # FON PC, a causal GPT, a GPT trained causal=False (the BERT-style encoder, holed from its first step) and
     # Mamba2, each config/fon/fon_cpu_battery.py's d 64, L 2 model, each fine-tuned as fon_cpu_battery_ft.py does
+    # Table 5's arms beside them: OD from a drafting-only pretraining, PC then OD from PC's, three seeds each
     spec = results.PAPERS['battery']
     assert list(results.PAPERS)[-1] == 'battery' and spec['datasets'] == [('synthetic', 'synthetic')]
-    assert spec['seeds'] == 1 and set(spec['finetune']) == {f'{name} + holes' for name in spec['runs']}
+    assert spec['seeds'] == 3 and {src for src, _ in spec['finetune'].values()} == set(spec['runs'])
+    assert set(spec['arms']) <= set(spec['finetune']) and spec['arm_tasks'] == ('ind_r', 'mem_r')
+    coupling = {ft: resolve_config(spec['runs'][src] + extra).get('coupling', 'PC (the default)')
+                for ft, (src, extra) in spec['finetune'].items() if ft in spec['arms']}
+    assert coupling == {'FON PC + holes': 'PC (the default)', 'FON OD + holes': 'OD', 'FON PC then OD + holes': 'OD'}
+    assert resolve_config(spec['runs']['FON AR/OD'])['coupling'] == 'AR' and fon.FONConfig.coupling == 'PC'
+    assert [spec['finetune'][ft][0] for ft in spec['arms']] == ['FON PC', 'FON AR/OD', 'FON PC']
     ft = resolve_config(['config/fon/fon_cpu_battery_ft.py'])
-    for name, args in spec['runs'].items():
-        pre = resolve_config(args)
-        src, extra = spec['finetune'][f'{name} + holes']
+    assert ft['max_iters'] >= 2000
+    for name, (src, extra) in spec['finetune'].items():
+        pre = resolve_config(spec['runs'][src])
         tuned = resolve_config(spec['runs'][src] + extra)
         bidirectional = 'bidirectional' in name
         assert (pre['dataset'], pre['block_size'], pre['n_embd'], pre['n_layer'], pre['max_iters']) == \
@@ -334,7 +342,7 @@ def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
         same = ('p_fill', 'hole_stride', 'p_hole', 'learning_rate', 'schedule', 'warmup_iters', 'max_iters',
                 'eval_interval')
         assert {k: tuned[k] for k in same} == {k: ft[k] for k in same}, name
-        assert tuned['model'] == pre['model'] == {'FON PC': 'fon', 'Mamba2': 'mamba2'}.get(name, 'gpt')
+        assert tuned['model'] == pre['model'] == ('fon' if 'FON' in name else 'mamba2' if 'Mamba2' in name else 'gpt')
     # the two GPTs are one model (RoPE both) but for the reading they are trained for
     gpts = [resolve_config(spec['runs'][name]) for name in ('GPT causal', 'GPT bidirectional (causal=False)')]
     assert gpts[0]['pos'] == gpts[1]['pos'] == 'rope'
@@ -353,8 +361,10 @@ def test_battery_report_pools_seeds_and_checks_the_claim(tmp_path, monkeypatch):
     # (0.9) wherever its look-ahead reaches and wrong on the far five, the causal readers wrong everywhere
     import battery
     monkeypatch.chdir(tmp_path)
+    trained = []
 
     def train(args, out, seed, iters):
+        trained.append((out, seed))
         os.makedirs(out, exist_ok=True)
         json.dump({'model': 'gpt', 'causal': 'bidirectional' not in out}, open(os.path.join(out, 'config.json'), 'w'))
         return 60.0
@@ -370,18 +380,46 @@ def test_battery_report_pools_seeds_and_checks_the_claim(tmp_path, monkeypatch):
     monkeypatch.setattr(results, 'evaluate', lambda out, *a: {'loss': 2.0})
     monkeypatch.setattr(results, 'eval_json', reading)
     rows, fig, md = results.battery(2, 0)
-    assert [r['run'] for r in rows[:4]] == list(results.PAPERS['battery']['runs']) and len(rows) == 8
+    spec = results.PAPERS['battery']
+    assert [r['run'] for r in rows] == list(spec['runs']) + list(spec['finetune']) and len(rows) == 11
     assert all(r['losses'] == [2.0, 2.0] and r['seconds'] == 120.0 for r in rows)
+    # every pretraining trained before any chain that starts from it: each once per seed, then by its chains
+    assert len(set(trained[:10])) == 10 and not any('holes' in out for out, _ in trained[:10])
     assert rows[2]['model'] == 'gpt, causal=False' and rows[1]['model'] == 'gpt'
     lines = md.splitlines()
     table = [line for line in lines if line.startswith('| ')]
-    assert len(table) == 1 + len(battery.TASKS) + 3 and '| ind_r_far (future, far) | 0.000 | 20 |' in md
+    assert len(table) == 1 + len(battery.TASKS) + 3 + 1 + 3 and '| ind_r_far (future, far) | 0.000 | 20 |' in md
+    assert '| FON PC then OD + holes | 2 | 0.900 +- 0.000 | 0.900, 0.900 | +0.000 | tie | 0.900 +- 0.000 |' in md
     assert '| add | 0.005 | 20 | 0.900 [0.699, 0.972] | 0.000 [0.000, 0.161] | 1.000 [0.839, 1.000] |' in md
     assert "| Table 8 six, pooled | 0.171 | 120 | 0.900 " in md and 'Per seed, fill' in md
     assert "above the causal GPT's on 6 of 6 Table 8 tasks, 5 of the 5 future-dependent ones and 0 of their 5 far" in md
     assert "bidirectional GPT's on 16 of 16 tasks; the bidirectional GPT above every other model on 5." in md
     assert "causal GPT's fill on 10 of 10, its generation on 10 of 10, Mamba2's fill on 10 of 10." in md
     assert "FON PC at chance on 5 of 5 far and 0 of 5 near; the bidirectional GPT above chance on 5 of 5 far" in md
+
+
+def test_battery_arms_on_ind_r_and_mem_r_over_seeds():
+    # made-up readings: on ind_r OD trails PC beyond two sd and PC then OD ties it; on mem_r OD leads beyond
+    # two sd and PC then OD trails; one seed has no verdict
+    fills = {'FON PC + holes': ((0.89, 0.90, 0.91), (0.27, 0.28, 0.29)),
+             'FON OD + holes': ((0.50, 0.55, 0.60), (0.40, 0.41, 0.42)),
+             'FON PC then OD + holes': ((0.88, 0.90, 0.92), (0.20, 0.21, 0.22))}
+    seeds = range(1337, 1340)
+    done = {(arm, seed): (None, None, {'tasks': {t: {'fill': fills[arm][i][seed - 1337], 'n': 375, 'chance': c}
+                                                 for i, (t, c) in enumerate((('ind_r', 0.0), ('mem_r', 0.1)))}})
+            for arm in fills for seed in seeds}
+    md = results.battery_arms_md(done, seeds)
+    rows = [line for line in md if line.startswith('| ')]
+    assert rows[0] == ('| arm | seeds | ind_r fill (chance 0.000) | per seed | PC - arm | verdict | '
+                       'mem_r fill (chance 0.100) | per seed | PC - arm | verdict |')
+    assert rows[1:] == [
+        '| FON PC + holes | 3 | 0.900 +- 0.010 | 0.890, 0.900, 0.910 |  |  | 0.280 +- 0.010 | 0.270, 0.280, 0.290 |  |  |',
+        '| FON OD + holes | 3 | 0.550 +- 0.050 | 0.500, 0.550, 0.600 | +0.350 | holds | 0.410 +- 0.010 | '
+        '0.400, 0.410, 0.420 | -0.130 | run higher |',
+        '| FON PC then OD + holes | 3 | 0.900 +- 0.020 | 0.880, 0.900, 0.920 | +0.000 | tie | 0.210 +- 0.010 | '
+        '0.200, 0.210, 0.220 | +0.070 | holds |']
+    one = [line for line in results.battery_arms_md(done, range(1337, 1338)) if line.startswith('| FON OD')]
+    assert one == ['| FON OD + holes | 1 | 0.500 | 0.500 | +0.390 | one seed | 0.400 | 0.400 | -0.130 | one seed |']
 
 
 @pytest.mark.parametrize('deep_wins', [True, False])
@@ -603,8 +641,10 @@ def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
     # 3.2e-2; the GPT 12L trains at the 6L's rate and Parcae mu=1 at Parcae's, in both settings
     import battery
     monkeypatch.chdir(tmp_path)
+    trained = []
 
     def train(args, out, seed, iters):
+        trained.append((out, seed))
         os.makedirs(out, exist_ok=True)
         cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a for a in args]
                              + ['--vocab_size=65'])

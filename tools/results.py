@@ -187,7 +187,7 @@ PAPERS = {
     'battery': {
         'claim': 'Table 8: in fill mode FON fills where the causal Transformer fails; the bidirectional encoder is the '
                  'fill ceiling; on future-dependent tasks a causal reader is at chance',
-        'seeds': 1,
+        'seeds': 3,
         'data': 'The synthetic skill battery (battery.py: 16 tasks, characters, block 96; its val stream)',
         'datasets': [('synthetic', 'synthetic')],
         'metric': 'val loss (the bidirectional GPT: at the answer holes)',
@@ -196,10 +196,17 @@ PAPERS = {
             'GPT causal': [CFG + 'battery/gpt.py'],
             'GPT bidirectional (causal=False)': [CFG + 'battery/gpt_bidirectional.py'],
             'Mamba2': [CFG + 'battery/mamba2.py'],
+            # without holes OD runs no revision, as AR: the drafting-only pretraining of the OD arm
+            'FON AR/OD': [CFG + 'battery/fon.py', '--coupling=AR'],
         },
         # hole fine-tuning, 2000 iterations (config/fon/fon_cpu_battery_ft.py), from the same seed's pretrained run
-        'finetune': {f'{name} + holes': (name, [CFG + 'battery/holes.py'])
-                     for name in ('FON PC', 'GPT causal', 'GPT bidirectional (causal=False)', 'Mamba2')},
+        'finetune': {**{f'{name} + holes': (name, [CFG + 'battery/holes.py'])
+                        for name in ('FON PC', 'GPT causal', 'GPT bidirectional (causal=False)', 'Mamba2')},
+                     'FON OD + holes': ('FON AR/OD', [CFG + 'battery/holes.py', '--coupling=OD']),
+                     'FON PC then OD + holes': ('FON PC', [CFG + 'battery/holes.py', '--coupling=OD'])},
+        # Table 5's arms on the two tasks where FON's fill left the causal readers' chance: PC against each
+        'arms': ('FON PC + holes', 'FON OD + holes', 'FON PC then OD + holes'),
+        'arm_tasks': ('ind_r', 'mem_r'),
     },
 }
 
@@ -1050,20 +1057,23 @@ def battery(seeds, iters):
     (every answer span a hole). Each is then read on every task's BATTERY_N val examples: fill (the
     answer at MASK: FON through its holes, the bidirectional GPT with full attention, the causal models
     causally) and the causal GPT's greedy generation, exact match with Wilson 95% intervals against
-    chance. Seeds: 1 (1337) by default; --seeds=3 trains three of each and pools their counts. About
-    8 minutes on 2 cores (docs/tools.md).
+    chance, each task's counts pooled over seeds. Table 5's arms beside them: FON OD (from a
+    drafting-only pretraining) and FON PC then OD (PC's pretraining, OD's coupling) against FON PC on
+    ind_r and mem_r, mean +- sd over seeds. Seeds: 3 (1337, 1338, 1339); --seeds=1 is the quick look.
 
         python prepare_data.py synthetic && python -m tools.results battery"""
     spec = PAPERS['battery']
-    slow = ('Mamba2 + holes', 'FON PC + holes')      # the longest chains first: two run at once
+    slow = ('Mamba2 + holes', 'FON PC + holes', 'FON OD + holes', 'FON PC then OD + holes')   # first: two run at once
     chains = sorted(spec['finetune'], key=lambda f: slow.index(f) if f in slow else len(slow))
     seeds = range(1337, 1337 + seeds)
-    jobs = [(ft, seed) for ft in chains for seed in seeds]
-    with ThreadPoolExecutor(JOBS) as pool:
-        done = dict(zip(jobs, pool.map(lambda j: battery_chain(*j, iters), jobs)))
+    # the pretrainings first: two chains start from FON PC, and one run must not train in two processes
+    run_jobs(lambda j: train(spec['runs'][j[0]], run_dir('battery', *j), j[1], iters),
+             [(name, seed) for name in spec['runs'] for seed in seeds], {})
+    done = {}
+    run_jobs(lambda j: battery_chain(*j, iters), [(ft, seed) for ft in chains for seed in seeds], done)
     rows = battery_rows(done, seeds)
     counts = BatteryCounts(done, done[(chains[0], 1337)][2]['tasks'], seeds)
-    md = battery_table_md(counts, seeds) + battery_claim_md(counts)
+    md = battery_table_md(counts, seeds) + battery_arms_md(done, seeds) + battery_claim_md(counts)
     return rows, battery_figure(counts), '\n'.join(md)
 
 
@@ -1083,8 +1093,8 @@ def battery_rows(done, seeds):
     """The top table: the pretrained runs, then the fine-tuned ones, mean +- sd over seeds."""
     spec, rows = PAPERS['battery'], []
     for phase, names in ((0, list(spec['runs'])), (1, list(spec['finetune']))):
-        for name in names:
-            ft = name if phase else f'{name} + holes'
+        for name in names:    # a pretraining's numbers come with the first chain that starts from it
+            ft = name if phase else next(f for f, (src, _) in spec['finetune'].items() if src == name)
             cfg = json.load(open(os.path.join(run_dir('battery', name, 1337), 'config.json')))
             losses = [done[(ft, s)][1][phase] for s in seeds]
             m, sd = mean_sd(losses)
@@ -1162,6 +1172,35 @@ def battery_table_md(c, seeds):
         md += ['', 'Per seed, fill (FON PC / GPT causal / GPT bidirectional / Mamba2): ' + '; '.join(
             f"{t} " + ' / '.join(','.join(f'{x:.2f}' for x in c.per_seed[label, t]) for label, _, _ in cols[:4])
             for t in tasks) + '.']
+    return md
+
+
+def battery_arms_md(done, seeds):
+    """Table 5's arms on the battery: each arm's fill exact match on spec['arm_tasks'], mean +- sd over
+    seeds, and PC against it by the two-sd rule."""
+    spec = PAPERS['battery']
+    chance = {t: done[(spec['arms'][0], seeds[0])][2]['tasks'][t]['chance'] for t in spec['arm_tasks']}
+    head = ['arm', 'seeds'] + [c for t in spec['arm_tasks'] for c in (f'{t} fill (chance {chance[t]:.3f})',
+                                                                       'per seed', 'PC - arm', 'verdict')]
+    md = ['', f"Table 5's arms on the battery (each hole fine-tuned from its own pretraining, as on text: OD from a "
+          "drafting-only one, PC then OD from PC's with OD's coupling): fill exact match on "
+          f"{' and '.join(spec['arm_tasks'])}, the tasks where FON's fill left the causal readers' chance; mean +- sd "
+          "over seeds. 'holds': PC higher by more than two of the larger sd, 'tie' within them, 'run higher' the arm "
+          "ahead beyond them, 'one seed' where a side has no sd.", '',
+          '| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+
+    def stat(arm, t):
+        xs = [done[(arm, s)][2]['tasks'][t]['fill'] for s in seeds]
+        m, sd = mean_sd(xs)
+        return {'mean': m, 'sd': sd, 'xs': xs}
+    for arm in spec['arms']:
+        cells = [arm, str(len(seeds))]
+        for t in spec['arm_tasks']:
+            r, pc = stat(arm, t), stat(spec['arms'][0], t)
+            cells += [f"{r['mean']:.3f}" + ('' if math.isnan(r['sd']) else f" +- {r['sd']:.3f}"),
+                      ', '.join(f'{x:.3f}' for x in r['xs'])]
+            cells += ['', ''] if arm == spec['arms'][0] else [f"{pc['mean'] - r['mean']:+.3f}", verdict(pc, r, higher=True)]
+        md.append('| ' + ' | '.join(cells) + ' |')
     return md
 
 
