@@ -1,7 +1,7 @@
 """
 Each paper's claim at a scale a CPU can run: tiny Shakespeare characters (bytes for the workspace, the
 synthetic battery for FON's Table 8), the CPU demos' recipes (the runs are config/results/<paper>/*.py),
-from ten minutes to about an hour and a half per paper on 2 cores. One command per paper trains the
+from ten minutes to a few hours per paper on 2 cores. One command per paper trains the
 models its claim needs (train.py runs under out-results/<paper>/; a finished run is reused, a killed one
 resumed), scores them with eval.py on the whole validation stream and writes results/<paper>.md (the
 tables) and results/<paper>.png (the curves).
@@ -13,9 +13,10 @@ tables) and results/<paper>.png (the curves).
     python -m tools.results parcae      # ~70 min: Table 2 with the base RDM; Parcae vs GPT 6L/12L and mu=1 on
                                         # Table 21's recipe, on characters and the battery; L(T) forms
     python -m tools.results workspace   # ~55 min: Table 3's six rows, seeds 11/23/37, bits per byte
-    python -m tools.results fon         # ~90 min: FON vs Mamba2 vs Transformers, the tied head, length
-                                        # extrapolation, Table 5's PC/OD/AR infill arms
-    python -m tools.results battery     # ~10 min: Table 8 with a BERT-style encoder, far future tasks
+    python -m tools.results fon         # ~90 min, and 3-7 h for the infill arms: FON vs Mamba2 vs Transformers,
+                                        # the tied head, length extrapolation, Table 5's infill arms, three seeds
+    python -m tools.results battery     # ~50 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
+                                        # arms on ind_r and mem_r, three seeds
     python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
