@@ -306,14 +306,35 @@ def test_infill_arms_train_leg_by_leg_until_every_revising_arm_passes_its_prior(
     if pc_passes:
         # at the last leg PC fills 53.1 +- 0.3 (its prior 50.1 +- 0.1): OD ahead beyond 2 sd, AR behind, PC then OD
         # within; the GPT has one seed, so its cell is an interval over holes and no verdict
-        assert rows['FON PC + holes'][3 + len(legs) - 1] == '53.1 +- 0.3%' and rows['FON PC + holes'][-5] == '50.1 +- 0.1%'
+        pc = rows['FON PC + holes']
+        assert pc[3 + len(legs) - 1] == '53.1 +- 0.3%' and pc[-5] == '50.1 +- 0.1%'
         assert verdicts == {'FON PC + holes': ['', ' |'], 'FON OD + holes': ['-3.0 points', 'run higher |'],
-                            'FON AR + holes': ['+7.0 points', 'holds |'], 'FON PC then OD + holes': ['-0.1 points', 'tie |'],
+                            'FON AR + holes': ['+7.0 points', 'holds |'],
+                            'FON PC then OD + holes': ['-0.1 points', 'tie |'],
                             'GPT learned + holes': ['+13.3 points', 'one seed |']}
         assert rows['GPT learned + holes'][3 + len(legs) - 1] == '39.8% [36.8, 42.9]'
         assert md[-1].startswith(f'The legs stopped at {stop} iterations')
     else:
         assert md[-1].startswith('At the last leg (6000 iterations) not every seed of PC, OD, PC then OD fills')
+
+
+def test_an_arm_fine_tuned_from_another_pretraining_is_not_reused(tmp_path, monkeypatch, capsys):
+    # FON PC retrained at its bracketed rate: the finished fine-tune of its old folder is refused, nothing trains
+    monkeypatch.chdir(tmp_path)
+    spec = results.PAPERS['fon']
+    ft = {name: [(1337, ['c.py', f"--init_from={results.run_dir('fon', results.rated(src, 4e-3), 1337)}"])]
+          for name, (src, _) in spec['finetune'].items()}
+    out = results.run_dir('fon', 'FON PC + holes', 1337)
+    os.makedirs(out)
+    old = results.run_dir('fon', 'FON PC', 1337)
+    json.dump({'seconds': 1.0, 'upto': 1500, 'command': f'train.py c.py --init_from={old} --out_dir={out}'},
+              open(os.path.join(out, 'done.json'), 'w'))
+    monkeypatch.setattr(results, 'train', lambda *a, **k: pytest.fail('trained'))
+    with pytest.raises(SystemExit) as e:
+        results.finetune_legs(ft, spec, 0)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith(f'error: {out} was fine-tuned from another pretraining than ')
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
@@ -413,7 +434,8 @@ def test_battery_arms_on_ind_r_and_mem_r_over_seeds():
     assert rows[0] == ('| arm | seeds | ind_r fill (chance 0.000) | per seed | PC - arm | verdict | '
                        'mem_r fill (chance 0.100) | per seed | PC - arm | verdict |')
     assert rows[1:] == [
-        '| FON PC + holes | 3 | 0.900 +- 0.010 | 0.890, 0.900, 0.910 |  |  | 0.280 +- 0.010 | 0.270, 0.280, 0.290 |  |  |',
+        '| FON PC + holes | 3 | 0.900 +- 0.010 | 0.890, 0.900, 0.910 |  |  | 0.280 +- 0.010 | '
+        '0.270, 0.280, 0.290 |  |  |',
         '| FON OD + holes | 3 | 0.550 +- 0.050 | 0.500, 0.550, 0.600 | +0.350 | holds | 0.410 +- 0.010 | '
         '0.400, 0.410, 0.420 | -0.130 | run higher |',
         '| FON PC then OD + holes | 3 | 0.900 +- 0.020 | 0.880, 0.900, 0.920 | +0.000 | tie | 0.210 +- 0.010 | '

@@ -150,7 +150,8 @@ PAPERS = {
             'FON AR/OD': [CFG + 'fon/fon.py', '--coupling=AR'],
         },
         'tune': {name: 2e-3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')},   # Table 2's, each at its own rate
-        'tune_as': {'FON AR/OD': 'FON PC', 'GPT learned': 'GPT RoPE'},   # the infill arms' pretrainings at their model's
+        # the infill arms' pretrainings at their model's rate
+        'tune_as': {'FON AR/OD': 'FON PC', 'GPT learned': 'GPT RoPE'},
         # Table 2's four again at d 64 for 3,000 iterations: 20-21 tokens per parameter (the first size: 2.6)
         'small': {'seeds': 1, 'seeds_by_run': {name: 3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')},
                   'runs': {'FON PC': [CFG + 'fon/fon_small.py'], 'Mamba2': [CFG + 'fon/mamba2_small.py'],
@@ -884,11 +885,17 @@ def finetune_legs(ft, spec, iters):
     legs = spec['legs']
     scale = (lambda n: max(1, n * iters // legs[-1])) if iters else (lambda n: n)
     args = {(name, seed): a for name, runs in ft.items() for seed, a in runs}
+    source = {j: next(x for x in a if x.startswith('--init_from='))[len('--init_from='):] for j, a in args.items()}
+    for j, src in source.items():     # a pretraining retrained at another rate leaves a fine-tune of the old one
+        path = os.path.join(run_dir('fon', *j), 'done.json')
+        if os.path.isfile(path) and f'--init_from={src} ' not in json.load(open(path))['command'] + ' ':
+            fail(f"{os.path.dirname(path)} was fine-tuned from another pretraining than {src}: move it aside "
+                 "to fine-tune it again from that one")
     jobs = sorted(args, key=lambda j: j[0] not in spec['must_pass'])    # the slow revising arms first
     fill = {name: [] for name in ft}
     for leg in map(scale, legs):
         def job(j, leg=leg):
-            out, src = run_dir('fon', *j), next(a for a in args[j] if a.startswith('--init_from='))[len('--init_from='):]
+            out, src = run_dir('fon', *j), source[j]
             return train(args[j], out, j[1], 0, upto=leg), eval_json(
                 out, 'infill.json', '--infill=True', '--eval_iters=200', f'--baseline_from={src}', leg=leg)
         done = {}
@@ -1027,8 +1034,9 @@ def fon_figure(curves, ext, fill):
             ylabel='nats / char', ylim=(1, 4))
     for i, (name, reads) in enumerate(fill.items()):
         stats = [mean_sd([100 * r['infill_acc'] for r in rs]) for _, rs in reads]
-        ax3.errorbar([leg for leg, _ in reads], [m for m, _ in stats], yerr=[0 if math.isnan(sd) else sd for _, sd in stats],
-                     fmt='o-', color=f'C{i}', capsize=2, label=name.replace(' + holes', ''))
+        ax3.errorbar([leg for leg, _ in reads], [m for m, _ in stats],
+                     yerr=[0 if math.isnan(sd) else sd for _, sd in stats], fmt='o-', color=f'C{i}', capsize=2,
+                     label=name.replace(' + holes', ''))
         priors = [r['pretrained_prefix_acc'] for r in reads[-1][1]]
         if None not in priors:
             ax3.axhline(100 * sum(priors) / len(priors), color=f'C{i}', ls=':', lw=1)
@@ -1200,7 +1208,8 @@ def battery_arms_md(done, seeds):
             r, pc = stat(arm, t), stat(spec['arms'][0], t)
             cells += [f"{r['mean']:.3f}" + ('' if math.isnan(r['sd']) else f" +- {r['sd']:.3f}"),
                       ', '.join(f'{x:.3f}' for x in r['xs'])]
-            cells += ['', ''] if arm == spec['arms'][0] else [f"{pc['mean'] - r['mean']:+.3f}", verdict(pc, r, higher=True)]
+            cells += (['', ''] if arm == spec['arms'][0] else
+                      [f"{pc['mean'] - r['mean']:+.3f}", verdict(pc, r, higher=True)])
         md.append('| ' + ' | '.join(cells) + ' |')
     return md
 
