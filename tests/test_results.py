@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tools import results
+import fon
 import models
 from train import resolve_config
 
@@ -215,7 +216,10 @@ def test_fon_infill_arms_start_from_their_own_pretraining():
                 if n.startswith('FON')}
     assert coupling == {'FON PC + holes': 'PC', 'FON OD + holes': 'OD', 'FON AR + holes': 'AR',
                         'FON PC then OD + holes': 'OD'}
-    assert ft['FON PC then OD + holes'][0] == 'FON PC' and spec['legs'][-1] >= 2000
+    assert ft['FON PC then OD + holes'][0] == 'FON PC' and spec['legs'][-1] >= spec['least'] >= 2000
+    # three seeds of every arm (each fine-tunes its pretraining's); PC, OD and PC then OD must pass their LM prior
+    assert all(spec['seeds_by_run'][src] >= 3 for src, _ in ft.values())
+    assert set(spec['must_pass']) == {'FON PC + holes', 'FON OD + holes', 'FON PC then OD + holes'}
     assert resolve_config(spec['runs']['FON AR/OD'])['coupling'] == 'AR'
     assert list(spec['legs']) == sorted(spec['legs'])
     cfg = resolve_config(spec['runs']['FON PC'] + ft['FON PC + holes'][1])
@@ -260,16 +264,96 @@ def test_a_run_read_along_the_way_continues_leg_by_leg(tmp_path, monkeypatch):
     assert json.load(open(os.path.join(out, 'done.json')))['upto'] == 750
 
 
+@pytest.mark.parametrize('pc_passes, stop', [(4000, 4000), (750, 2500), (None, 6000)])
+def test_infill_arms_train_leg_by_leg_until_every_revising_arm_passes_its_prior(tmp_path, monkeypatch, pc_passes, stop):
+    # made-up readings (nothing trains): each seed's LM prior is its own; OD passes it from 1,500, PC and PC then OD
+    # from pc_passes (PC then OD's first seed only then), AR and the GPT never. The legs stop at the first leg of
+    # 2,000 or more where every seed of PC, OD and PC then OD is past its prior, or at the last
+    monkeypatch.chdir(tmp_path)
+    spec, trained = results.PAPERS['fon'], []
+    seeds = {name: [1337] if 'GPT' in name else [1337, 1338, 1339] for name in spec['finetune']}
+    ft = {name: [(seed, ['c.py', f'--init_from=pre/{src}-{seed}']) for seed in seeds[name]]
+          for name, (src, _) in spec['finetune'].items()}
+    after = {'FON PC + holes': (-0.05, 0.03), 'FON OD + holes': (-0.05, 0.06), 'FON AR + holes': (-0.04, -0.04),
+             'FON PC then OD + holes': (0.001, 0.031), 'GPT learned + holes': (-0.10, -0.10)}
+
+    def train(args, out, seed, iters, upto=None):
+        trained.append((out, seed, upto))
+        return upto / 10
+
+    def eval_json(out, file, *args, leg=None):
+        name = next(n for n in spec['finetune'] if out == results.run_dir('fon', n, int(out[-4:])))
+        seed = int(out[-4:])
+        assert f'--baseline_from=pre/{spec["finetune"][name][0]}-{seed}' in args and file == 'infill.json'
+        prior = 0.50 + 0.001 * (seed - 1337)
+        late = leg >= (1500 if name == 'FON OD + holes' else pc_passes or math.inf)
+        return {'holes': 1000, 'infill_acc': prior + after[name][late] + 0.002 * (seed - 1338),
+                'unholed_prefix_acc': 0.6, 'pretrained_prefix_acc': prior}
+    monkeypatch.setattr(results, 'train', train)
+    monkeypatch.setattr(results, 'eval_json', eval_json)
+    fill, secs = results.finetune_legs(ft, spec, 0)
+    legs = [leg for leg in spec['legs'] if leg <= stop]
+    assert sorted(trained) == sorted((results.run_dir('fon', name, seed), seed, leg)
+                                     for name in ft for seed in seeds[name] for leg in legs)
+    assert secs['FON PC + holes'] == [stop / 10] * 3 and [leg for leg, _ in fill['FON AR + holes']] == legs
+    md = results.infill_md(fill, spec['must_pass'])
+    rows = {line.split(' | ')[0][2:]: line.split(' | ') for line in md if line.startswith('| ')}
+    passed = {name: row[-4] for name, row in rows.items() if name in spec['finetune']}
+    late = f'{pc_passes} it' if pc_passes else f'not by {stop} it'
+    assert passed == {'FON PC + holes': late, 'FON OD + holes': '1500 it', 'FON AR + holes': f'not by {stop} it',
+                      'FON PC then OD + holes': late, 'GPT learned + holes': f'not by {stop} it'}
+    verdicts = {name: row[-2:] for name, row in rows.items() if name in spec['finetune']}
+    if pc_passes:
+        # at the last leg PC fills 53.1 +- 0.3 (its prior 50.1 +- 0.1): OD ahead beyond 2 sd, AR behind, PC then OD
+        # within; the GPT has one seed, so its cell is an interval over holes and no verdict
+        pc = rows['FON PC + holes']
+        assert pc[3 + len(legs) - 1] == '53.1 +- 0.3%' and pc[-5] == '50.1 +- 0.1%'
+        assert verdicts == {'FON PC + holes': ['', ' |'], 'FON OD + holes': ['-3.0 points', 'run higher |'],
+                            'FON AR + holes': ['+7.0 points', 'holds |'],
+                            'FON PC then OD + holes': ['-0.1 points', 'tie |'],
+                            'GPT learned + holes': ['+13.3 points', 'one seed |']}
+        assert rows['GPT learned + holes'][3 + len(legs) - 1] == '39.8% [36.8, 42.9]'
+        assert md[-1].startswith(f'The legs stopped at {stop} iterations')
+    else:
+        assert md[-1].startswith('At the last leg (6000 iterations) not every seed of PC, OD, PC then OD fills')
+
+
+def test_an_arm_fine_tuned_from_another_pretraining_is_not_reused(tmp_path, monkeypatch, capsys):
+    # FON PC retrained at its bracketed rate: the finished fine-tune of its old folder is refused, nothing trains
+    monkeypatch.chdir(tmp_path)
+    spec = results.PAPERS['fon']
+    ft = {name: [(1337, ['c.py', f"--init_from={results.run_dir('fon', results.rated(src, 4e-3), 1337)}"])]
+          for name, (src, _) in spec['finetune'].items()}
+    out = results.run_dir('fon', 'FON PC + holes', 1337)
+    os.makedirs(out)
+    old = results.run_dir('fon', 'FON PC', 1337)
+    json.dump({'seconds': 1.0, 'upto': 1500, 'command': f'train.py c.py --init_from={old} --out_dir={out}'},
+              open(os.path.join(out, 'done.json'), 'w'))
+    monkeypatch.setattr(results, 'train', lambda *a, **k: pytest.fail('trained'))
+    with pytest.raises(SystemExit) as e:
+        results.finetune_legs(ft, spec, 0)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith(f'error: {out} was fine-tuned from another pretraining than ')
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
     # FON PC, a causal GPT, a GPT trained causal=False (the BERT-style encoder, holed from its first step) and
     # Mamba2, each config/fon/fon_cpu_battery.py's d 64, L 2 model, each fine-tuned as fon_cpu_battery_ft.py does
+    # Table 5's arms beside them: OD from a drafting-only pretraining, PC then OD from PC's, three seeds each
     spec = results.PAPERS['battery']
     assert list(results.PAPERS)[-1] == 'battery' and spec['datasets'] == [('synthetic', 'synthetic')]
-    assert spec['seeds'] == 1 and set(spec['finetune']) == {f'{name} + holes' for name in spec['runs']}
+    assert spec['seeds'] == 3 and {src for src, _ in spec['finetune'].values()} == set(spec['runs'])
+    assert set(spec['arms']) <= set(spec['finetune']) and spec['arm_tasks'] == ('ind_r', 'mem_r')
+    coupling = {ft: resolve_config(spec['runs'][src] + extra).get('coupling', 'PC (the default)')
+                for ft, (src, extra) in spec['finetune'].items() if ft in spec['arms']}
+    assert coupling == {'FON PC + holes': 'PC (the default)', 'FON OD + holes': 'OD', 'FON PC then OD + holes': 'OD'}
+    assert resolve_config(spec['runs']['FON AR/OD'])['coupling'] == 'AR' and fon.FONConfig.coupling == 'PC'
+    assert [spec['finetune'][ft][0] for ft in spec['arms']] == ['FON PC', 'FON AR/OD', 'FON PC']
     ft = resolve_config(['config/fon/fon_cpu_battery_ft.py'])
-    for name, args in spec['runs'].items():
-        pre = resolve_config(args)
-        src, extra = spec['finetune'][f'{name} + holes']
+    assert ft['max_iters'] >= 2000
+    for name, (src, extra) in spec['finetune'].items():
+        pre = resolve_config(spec['runs'][src])
         tuned = resolve_config(spec['runs'][src] + extra)
         bidirectional = 'bidirectional' in name
         assert (pre['dataset'], pre['block_size'], pre['n_embd'], pre['n_layer'], pre['max_iters']) == \
@@ -279,7 +363,7 @@ def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
         same = ('p_fill', 'hole_stride', 'p_hole', 'learning_rate', 'schedule', 'warmup_iters', 'max_iters',
                 'eval_interval')
         assert {k: tuned[k] for k in same} == {k: ft[k] for k in same}, name
-        assert tuned['model'] == pre['model'] == {'FON PC': 'fon', 'Mamba2': 'mamba2'}.get(name, 'gpt')
+        assert tuned['model'] == pre['model'] == ('fon' if 'FON' in name else 'mamba2' if 'Mamba2' in name else 'gpt')
     # the two GPTs are one model (RoPE both) but for the reading they are trained for
     gpts = [resolve_config(spec['runs'][name]) for name in ('GPT causal', 'GPT bidirectional (causal=False)')]
     assert gpts[0]['pos'] == gpts[1]['pos'] == 'rope'
@@ -298,8 +382,10 @@ def test_battery_report_pools_seeds_and_checks_the_claim(tmp_path, monkeypatch):
     # (0.9) wherever its look-ahead reaches and wrong on the far five, the causal readers wrong everywhere
     import battery
     monkeypatch.chdir(tmp_path)
+    trained = []
 
     def train(args, out, seed, iters):
+        trained.append((out, seed))
         os.makedirs(out, exist_ok=True)
         json.dump({'model': 'gpt', 'causal': 'bidirectional' not in out}, open(os.path.join(out, 'config.json'), 'w'))
         return 60.0
@@ -315,18 +401,47 @@ def test_battery_report_pools_seeds_and_checks_the_claim(tmp_path, monkeypatch):
     monkeypatch.setattr(results, 'evaluate', lambda out, *a: {'loss': 2.0})
     monkeypatch.setattr(results, 'eval_json', reading)
     rows, fig, md = results.battery(2, 0)
-    assert [r['run'] for r in rows[:4]] == list(results.PAPERS['battery']['runs']) and len(rows) == 8
+    spec = results.PAPERS['battery']
+    assert [r['run'] for r in rows] == list(spec['runs']) + list(spec['finetune']) and len(rows) == 11
     assert all(r['losses'] == [2.0, 2.0] and r['seconds'] == 120.0 for r in rows)
+    # every pretraining trained before any chain that starts from it: each once per seed, then by its chains
+    assert len(set(trained[:10])) == 10 and not any('holes' in out for out, _ in trained[:10])
     assert rows[2]['model'] == 'gpt, causal=False' and rows[1]['model'] == 'gpt'
     lines = md.splitlines()
     table = [line for line in lines if line.startswith('| ')]
-    assert len(table) == 1 + len(battery.TASKS) + 3 and '| ind_r_far (future, far) | 0.000 | 20 |' in md
+    assert len(table) == 1 + len(battery.TASKS) + 3 + 1 + 3 and '| ind_r_far (future, far) | 0.000 | 20 |' in md
+    assert '| FON PC then OD + holes | 2 | 0.900 +- 0.000 | 0.900, 0.900 | +0.000 | tie | 0.900 +- 0.000 |' in md
     assert '| add | 0.005 | 20 | 0.900 [0.699, 0.972] | 0.000 [0.000, 0.161] | 1.000 [0.839, 1.000] |' in md
     assert "| Table 8 six, pooled | 0.171 | 120 | 0.900 " in md and 'Per seed, fill' in md
     assert "above the causal GPT's on 6 of 6 Table 8 tasks, 5 of the 5 future-dependent ones and 0 of their 5 far" in md
     assert "bidirectional GPT's on 16 of 16 tasks; the bidirectional GPT above every other model on 5." in md
     assert "causal GPT's fill on 10 of 10, its generation on 10 of 10, Mamba2's fill on 10 of 10." in md
     assert "FON PC at chance on 5 of 5 far and 0 of 5 near; the bidirectional GPT above chance on 5 of 5 far" in md
+
+
+def test_battery_arms_on_ind_r_and_mem_r_over_seeds():
+    # made-up readings: on ind_r OD trails PC beyond two sd and PC then OD ties it; on mem_r OD leads beyond
+    # two sd and PC then OD trails; one seed has no verdict
+    fills = {'FON PC + holes': ((0.89, 0.90, 0.91), (0.27, 0.28, 0.29)),
+             'FON OD + holes': ((0.50, 0.55, 0.60), (0.40, 0.41, 0.42)),
+             'FON PC then OD + holes': ((0.88, 0.90, 0.92), (0.20, 0.21, 0.22))}
+    seeds = range(1337, 1340)
+    done = {(arm, seed): (None, None, {'tasks': {t: {'fill': fills[arm][i][seed - 1337], 'n': 375, 'chance': c}
+                                                 for i, (t, c) in enumerate((('ind_r', 0.0), ('mem_r', 0.1)))}})
+            for arm in fills for seed in seeds}
+    md = results.battery_arms_md(done, seeds)
+    rows = [line for line in md if line.startswith('| ')]
+    assert rows[0] == ('| arm | seeds | ind_r fill (chance 0.000) | per seed | PC - arm | verdict | '
+                       'mem_r fill (chance 0.100) | per seed | PC - arm | verdict |')
+    assert rows[1:] == [
+        '| FON PC + holes | 3 | 0.900 +- 0.010 | 0.890, 0.900, 0.910 |  |  | 0.280 +- 0.010 | '
+        '0.270, 0.280, 0.290 |  |  |',
+        '| FON OD + holes | 3 | 0.550 +- 0.050 | 0.500, 0.550, 0.600 | +0.350 | holds | 0.410 +- 0.010 | '
+        '0.400, 0.410, 0.420 | -0.130 | run higher |',
+        '| FON PC then OD + holes | 3 | 0.900 +- 0.020 | 0.880, 0.900, 0.920 | +0.000 | tie | 0.210 +- 0.010 | '
+        '0.200, 0.210, 0.220 | +0.070 | holds |']
+    one = [line for line in results.battery_arms_md(done, range(1337, 1338)) if line.startswith('| FON OD')]
+    assert one == ['| FON OD + holes | 1 | 0.500 | 0.500 | +0.390 | one seed | 0.400 | 0.400 | -0.130 | one seed |']
 
 
 @pytest.mark.parametrize('deep_wins', [True, False])
@@ -501,8 +616,10 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
     # the report must read each run where it trained (its own rate) and write every table and the figure
     monkeypatch.chdir(tmp_path)
     vocab = {'fon': 66, 'workspace': 257}[paper]
+    legs = []
 
     def train(args, out, seed, iters, upto=None):
+        legs.extend([(out, seed, upto, a[len('--init_from='):]) for a in args if a.startswith('--init_from=')])
         os.makedirs(out, exist_ok=True)
         cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a for a in args
                               if not a.startswith('--init_from')] + [f'--vocab_size={vocab}', f'--seed={seed}'])
@@ -517,7 +634,7 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
     def eval_json(out, file, *args, leg=None):
         if file == 'infill.json':
             return {'holes': 1000, 'infill_acc': 0.3 + 0.0001 * leg, 'unholed_prefix_acc': 0.1,
-                    'pretrained_prefix_acc': None if 'OD' in out else 0.25}
+                    'pretrained_prefix_acc': 0.5}     # every arm past its prior from 2,001 iterations on
         if file == 'extrapolate.json':
             return {'train_length': 128, 'rows': [{'length': n, 'loss': 1.5 + n / 1e4, 'delta_pct': n / 100}
                                                   for n in (128, 256, 512, 1024)]}
@@ -535,6 +652,16 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
     if paper == 'fon':
         assert len(by['FON PC']['seeds']) == 3 and '| Mamba2 | 222,064 | 20.8 |' in md
         assert len([a for a in fig.axes if a.has_data()]) == 4
+        # each infill arm fine-tunes every seed of its own pretraining (at its model's rate), leg by leg up to
+        # the first leg of 2,000 or more past every prior
+        assert by['FON AR/OD']['lr'] == by['FON PC']['lr'] and by['GPT learned']['lr'] == by['GPT RoPE']['lr']
+        for name, (src, _) in results.PAPERS['fon']['finetune'].items():
+            assert by[name]['seeds'] == by[src]['seeds'] == [1337, 1338, 1339], name
+            for seed, pre in zip(by[src]['seeds'], by[src]['dirs']):
+                assert [u for o, s, u, i in legs if o == results.run_dir('fon', name, seed) and s == seed and
+                        i == pre] == [250, 750, 1500, 2500], (name, seed)
+        assert '| FON PC + holes | 3 | 1000/1000/1000 | 32.5 +- 0.0% |' in md and 'fill at 4000' not in md
+        assert 'The legs stopped at 2500 iterations' in md
     results.plt.close(fig)
 
 
@@ -543,8 +670,10 @@ def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
     # 3.2e-2; the GPT 12L trains at the 6L's rate and Parcae mu=1 at Parcae's, in both settings
     import battery
     monkeypatch.chdir(tmp_path)
+    trained = []
 
     def train(args, out, seed, iters):
+        trained.append((out, seed))
         os.makedirs(out, exist_ok=True)
         cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a for a in args]
                              + ['--vocab_size=65'])

@@ -1,7 +1,7 @@
 """
 Each paper's claim at a scale a CPU can run: tiny Shakespeare characters (bytes for the workspace, the
 synthetic battery for FON's Table 8), the CPU demos' recipes (the runs are config/results/<paper>/*.py),
-from ten minutes to about an hour and a half per paper on 2 cores. One command per paper trains the
+from ten minutes to a few hours per paper on 2 cores. One command per paper trains the
 models its claim needs (train.py runs under out-results/<paper>/; a finished run is reused, a killed one
 resumed), scores them with eval.py on the whole validation stream and writes results/<paper>.md (the
 tables) and results/<paper>.png (the curves).
@@ -13,9 +13,10 @@ tables) and results/<paper>.png (the curves).
     python -m tools.results parcae      # ~70 min: Table 2 with the base RDM; Parcae vs GPT 6L/12L and mu=1 on
                                         # Table 21's recipe, on characters and the battery; L(T) forms
     python -m tools.results workspace   # ~55 min: Table 3's six rows, seeds 11/23/37, bits per byte
-    python -m tools.results fon         # ~90 min: FON vs Mamba2 vs Transformers, the tied head, length
-                                        # extrapolation, Table 5's PC/OD/AR infill arms
-    python -m tools.results battery     # ~10 min: Table 8 with a BERT-style encoder, far future tasks
+    python -m tools.results fon         # ~90 min, and 3-7 h for the infill arms: FON vs Mamba2 vs Transformers,
+                                        # the tied head, length extrapolation, Table 5's infill arms, three seeds
+    python -m tools.results battery     # ~50 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
+                                        # arms on ind_r and mem_r, three seeds
     python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
@@ -134,7 +135,9 @@ PAPERS = {
                  'engineering (paper: +8-9%, between ALiBi +2.6% and RoPE +18.6%); Table 5: hole fine-tuned FON-PC '
                  'fills holes better than its drafting-only (AR) self and the causal Transformer',
         'seeds': 1,
-        'seeds_by_run': {'FON PC': 3, 'Mamba2': 3, 'GPT RoPE': 3, 'GPT ALiBi': 3, 'FON PC untied': 3},  # headline, tie
+        # the headline, the tie, and the infill arms' pretrainings (each arm fine-tunes every seed of its own)
+        'seeds_by_run': {'FON PC': 3, 'Mamba2': 3, 'GPT RoPE': 3, 'GPT ALiBi': 3, 'FON PC untied': 3, 'FON AR/OD': 3,
+                         'GPT learned': 3},
         'runs': {
             'FON PC': [CFG + 'fon/fon.py'],
             'Mamba2': [CFG + 'fon/mamba2.py'],
@@ -147,14 +150,16 @@ PAPERS = {
             'FON AR/OD': [CFG + 'fon/fon.py', '--coupling=AR'],
         },
         'tune': {name: 2e-3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')},   # Table 2's, each at its own rate
+        # the infill arms' pretrainings at their model's rate
+        'tune_as': {'FON AR/OD': 'FON PC', 'GPT learned': 'GPT RoPE'},
         # Table 2's four again at d 64 for 3,000 iterations: 20-21 tokens per parameter (the first size: 2.6)
         'small': {'seeds': 1, 'seeds_by_run': {name: 3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')},
                   'runs': {'FON PC': [CFG + 'fon/fon_small.py'], 'Mamba2': [CFG + 'fon/mamba2_small.py'],
                                        'GPT RoPE': [CFG + 'fon/gpt_small.py', '--pos=rope'],
                                        'GPT ALiBi': [CFG + 'fon/gpt_small.py', '--pos=alibi']},
                   'tune': {name: 2e-3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')}},
-        # Table 5's arms, each hole fine-tuned from its own pretraining (name: the pretrained run it
-        # starts from, what follows its arguments), read after each leg of the fine-tuning
+        # Table 5's arms, each hole fine-tuned from every seed of its own pretraining (name: the pretrained run
+        # it starts from, what follows its arguments), read after each leg of the fine-tuning
         'finetune': {
             'FON PC + holes': ('FON PC', HOLES),
             'FON OD + holes': ('FON AR/OD', HOLES + ['--coupling=OD']),
@@ -163,7 +168,13 @@ PAPERS = {
             'FON PC then OD + holes': ('FON PC', HOLES + ['--coupling=OD']),
             'GPT learned + holes': ('GPT learned', HOLES),
         },
-        'legs': (250, 750, 1500, 2500),   # to past every arm's LM prior (1,500 left PC and AR below theirs)
+        # legs of one constant-rate run, trained until every seed of every arm in 'must_pass' fills above its own
+        # pretraining's LM prior at a leg of at least 'least' iterations, or to the last leg (1,500 left PC below)
+        'legs': (250, 750, 1500, 2500, 4000, 6000),
+        'least': 2000,
+        # the arms whose fill reads past the hole; AR and the causal GPT read the prefix only, so their LM prior is
+        # their ceiling, not a mark they can be asked to pass
+        'must_pass': ('FON PC + holes', 'FON OD + holes', 'FON PC then OD + holes'),
     },
     'depth': {
         'claim': 'the gate of every depth claim (Parcae\'s test-time depth, the workspace\'s rounds, TextNCA\'s Ts): '
@@ -178,7 +189,7 @@ PAPERS = {
     'battery': {
         'claim': 'Table 8: in fill mode FON fills where the causal Transformer fails; the bidirectional encoder is the '
                  'fill ceiling; on future-dependent tasks a causal reader is at chance',
-        'seeds': 1,
+        'seeds': 3,
         'data': 'The synthetic skill battery (battery.py: 16 tasks, characters, block 96; its val stream)',
         'datasets': [('synthetic', 'synthetic')],
         'metric': 'val loss (the bidirectional GPT: at the answer holes)',
@@ -187,10 +198,17 @@ PAPERS = {
             'GPT causal': [CFG + 'battery/gpt.py'],
             'GPT bidirectional (causal=False)': [CFG + 'battery/gpt_bidirectional.py'],
             'Mamba2': [CFG + 'battery/mamba2.py'],
+            # without holes OD runs no revision, as AR: the drafting-only pretraining of the OD arm
+            'FON AR/OD': [CFG + 'battery/fon.py', '--coupling=AR'],
         },
         # hole fine-tuning, 2000 iterations (config/fon/fon_cpu_battery_ft.py), from the same seed's pretrained run
-        'finetune': {f'{name} + holes': (name, [CFG + 'battery/holes.py'])
-                     for name in ('FON PC', 'GPT causal', 'GPT bidirectional (causal=False)', 'Mamba2')},
+        'finetune': {**{f'{name} + holes': (name, [CFG + 'battery/holes.py'])
+                        for name in ('FON PC', 'GPT causal', 'GPT bidirectional (causal=False)', 'Mamba2')},
+                     'FON OD + holes': ('FON AR/OD', [CFG + 'battery/holes.py', '--coupling=OD']),
+                     'FON PC then OD + holes': ('FON PC', [CFG + 'battery/holes.py', '--coupling=OD'])},
+        # Table 5's arms on the two tasks where FON's fill left the causal readers' chance: PC against each
+        'arms': ('FON PC + holes', 'FON OD + holes', 'FON PC then OD + holes'),
+        'arm_tasks': ('ind_r', 'mem_r'),
     },
 }
 
@@ -871,72 +889,109 @@ def tokens_seen(out):
     return cfg['batch_size'] * cfg['gradient_accumulation_steps'] * cfg['block_size'] * cfg['max_iters']
 
 
-def finetune_legs(name, args, legs, iters):
-    """A hole fine-tuning run trained leg by leg (resumes of one run; the schedule is constant, so
-    the legs are one run) and read after each: (seconds, [(iteration, infill JSON)])."""
-    out = run_dir('fon', name, 1337)
-    src = next(a for a in args if a.startswith('--init_from='))[len('--init_from='):]
-    reads, secs = [], 0.0
-    for leg in legs:
-        leg = max(1, leg * iters // legs[-1]) if iters else leg
-        secs = train(args, out, 1337, 0, upto=leg)
-        reads.append((leg, eval_json(out, 'infill.json', '--infill=True', '--eval_iters=200',
-                                     f'--baseline_from={src}', leg=leg)))
-    return secs, reads
+def finetune_legs(ft, spec, iters):
+    """Table 5's arms: each seed of each arm one constant-rate run trained leg by leg (resumes of one run)
+    and read after each leg, JOBS runs at once. After the first leg of at least spec['least'] iterations
+    at which every seed of every arm in spec['must_pass'] fills above its own LM prior, no further leg.
+    ft: arm -> [(seed, train.py arguments with its --init_from)]. Returns ({arm: [(leg, [infill JSON
+    per seed])]}, {arm: [seconds per seed]})."""
+    legs = spec['legs']
+    scale = (lambda n: max(1, n * iters // legs[-1])) if iters else (lambda n: n)
+    args = {(name, seed): a for name, runs in ft.items() for seed, a in runs}
+    source = {j: next(x for x in a if x.startswith('--init_from='))[len('--init_from='):] for j, a in args.items()}
+    for j, src in source.items():     # a pretraining retrained at another rate leaves a fine-tune of the old one
+        path = os.path.join(run_dir('fon', *j), 'done.json')
+        if os.path.isfile(path) and f'--init_from={src} ' not in json.load(open(path))['command'] + ' ':
+            fail(f"{os.path.dirname(path)} was fine-tuned from another pretraining than {src}: move it aside "
+                 "to fine-tune it again from that one")
+    jobs = sorted(args, key=lambda j: j[0] not in spec['must_pass'])    # the slow revising arms first
+    fill = {name: [] for name in ft}
+    for leg in map(scale, legs):
+        def job(j, leg=leg):
+            out, src = run_dir('fon', *j), source[j]
+            return train(args[j], out, j[1], 0, upto=leg), eval_json(
+                out, 'infill.json', '--infill=True', '--eval_iters=200', f'--baseline_from={src}', leg=leg)
+        done = {}
+        run_jobs(job, jobs, done)
+        for name, runs in ft.items():
+            fill[name].append((leg, [done[(name, seed)][1] for seed, _ in runs]))
+        secs = {name: [done[(name, seed)][0] for seed, _ in runs] for name, runs in ft.items()}
+        if leg >= scale(spec['least']) and all(past_prior(fill[name][-1][1]) for name in spec['must_pass']):
+            break
+    return fill, secs
 
 
-def infill_md(fill):
-    """Table 5 at CPU scale: each arm's fill rate after each leg with its 95% interval, the no-hole
-    baselines after the last, and PC's gain over the OD and AR arms."""
+def past_prior(reads):
+    """Every seed's fill above the LM prior of the pretraining it started from."""
+    return all(r['pretrained_prefix_acc'] is not None and r['infill_acc'] > r['pretrained_prefix_acc'] for r in reads)
+
+
+def fill_cell(accs, holes):
+    """A fill rate over seeds: mean +- sd, or one seed's with its Wilson interval over holes."""
+    m, sd = mean_sd(accs)
+    if len(accs) > 1:
+        return f'{100 * m:.1f} +- {100 * sd:.1f}%'
+    lo, hi = wilson(m * holes[0], holes[0])
+    return f'{100 * m:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]'
+
+
+def infill_md(fill, must_pass):
+    """Table 5 at CPU scale: each arm's fill rate after each leg (mean +- sd over seeds), its LM prior,
+    the leg at which every seed passed that prior, and PC against the arm at the last leg."""
     legs = [leg for leg, _ in next(iter(fill.values()))]
-    md = ['| run | holes | ' + ' | '.join(f'fill at {leg} it' for leg in legs) +
-          ' | same model, un-holed prefix | its pretraining, holed prefix (the LM prior) |',
-          '|' + '---|' * (len(legs) + 4)]
+    head = (['arm', 'seeds', 'holes per seed'] + [f'fill at {leg} it' for leg in legs] +
+            ['its pretraining, holed prefix (the LM prior)', 'passed its prior at', 'same model, un-holed prefix',
+             f'PC - arm at {legs[-1]} it', 'verdict'])
+    md = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+
+    def last(name):
+        m, sd = mean_sd([r['infill_acc'] for r in fill[name][-1][1]])
+        return {'mean': m, 'sd': sd}
+    pc = last('FON PC + holes')
     for name, reads in fill.items():
-        n = reads[-1][1]['holes']
-        cells = [f"{100 * f['infill_acc']:.1f}% [{100 * wilson(f['infill_acc'] * n, n)[0]:.1f}, "
-                 f"{100 * wilson(f['infill_acc'] * n, n)[1]:.1f}]" for _, f in reads]
-        f = reads[-1][1]
-        pre = f"{100 * f['pretrained_prefix_acc']:.1f}%" if f['pretrained_prefix_acc'] is not None else 'n/a'
-        md.append(f"| {name} | {n} | " + ' | '.join(cells) + f" | {100 * f['unholed_prefix_acc']:.1f}% | {pre} |")
-    last = {name: reads[-1][1] for name, reads in fill.items()}
-    pc = last['FON PC + holes']
-    gains = []
-    for other in ('FON OD + holes', 'FON AR + holes', 'FON PC then OD + holes'):
-        o, n = last[other], pc['holes']
-        diff = pc['infill_acc'] - o['infill_acc']
-        # the same holes for both: an unpaired interval on the difference is the conservative one
-        half = 1.96 * math.sqrt((pc['infill_acc'] * (1 - pc['infill_acc']) + o['infill_acc'] * (1 - o['infill_acc'])) / n)
-        # one seed: an interval over holes, not over seeds, so no 'holds' (that needs three seeds)
-        call = ('PC ahead beyond the interval' if diff > half else 'within the interval' if abs(diff) <= half
-                else 'the arm ahead beyond the interval')
-        gains.append(f"PC - {other[len('FON '):-len(' + holes')]}: {100 * diff:+.1f} points (+-{100 * half:.1f}, 95%), "
-                     f"{100 * diff / o['infill_acc']:+.0f}% relative: {call}")
-    return md + ['', 'At the last leg (one seed; the interval is over holes, not seeds): ' + '; '.join(gains) + '.']
+        final = reads[-1][1]
+        holes = [r['holes'] for r in final]
+        priors = [r['pretrained_prefix_acc'] for r in final]
+        prior = fill_cell(priors, holes) if None not in priors else 'n/a'
+        passed = next((f'{leg} it' for leg, rs in reads if past_prior(rs)), f'not by {legs[-1]} it')
+        vs = (['', ''] if name == 'FON PC + holes' else
+              [f"{100 * (pc['mean'] - last(name)['mean']):+.1f} points", verdict(pc, last(name), higher=True)])
+        cells = ([name, str(len(final)), '/'.join(map(str, holes))] +
+                 [fill_cell([r['infill_acc'] for r in rs], holes) for _, rs in reads] +
+                 [prior, passed, fill_cell([r['unholed_prefix_acc'] for r in final], holes)] + vs)
+        md.append('| ' + ' | '.join(cells) + ' |')
+    stop = legs[-1]
+    held = all(past_prior(fill[name][-1][1]) for name in must_pass)
+    arms = ', '.join(n[len('FON '):-len(' + holes')] for n in must_pass)
+    return md + ['', (f"The legs stopped at {stop} iterations: there every seed of {arms} fills above its own LM "
+                      "prior." if held else f"At the last leg ({stop} iterations) not every seed of {arms} fills "
+                      "above its own LM prior: the fine-tuning stopped at its cap, short of that mark.")]
 
 
 def fon(seeds, iters):
     """FON at CPU scale: Table 2's comparison with Mamba2 and the Transformers, the tied head, the
     length extrapolation of Sec. 4.3 (the pretrained runs read beyond their training length) and Table 5's
-    infill arms, each hole fine-tuned from its own pretraining and read after every leg."""
+    infill arms, each hole fine-tuned from every seed of its own pretraining and read after every leg."""
     spec = PAPERS['fon']
     rows, curves = report_runs('fon', spec, seeds, iters)
     small_rows, _ = report_runs('fon-small', spec['small'], seeds, iters)
-    by = {r['run']: r for r in rows}    # each run's first seed, at its own rate
-    ft = {name: spec['runs'][src] + args + [f'--init_from={first_dir("fon", by[src])}']
+    by = {r['run']: r for r in rows}    # each run's seeds, at its own rate
+    ft = {name: [(seed, spec['runs'][src] + args + [f'--init_from={pre}']) for seed, pre in zip(by[src]['seeds'],
+                                                                                              by[src]['dirs'])]
           for name, (src, args) in spec['finetune'].items()}
     ext_runs = ['FON PC', 'Mamba2', 'GPT learned', 'GPT RoPE', 'GPT ALiBi']
     with ThreadPoolExecutor(JOBS) as pool:
-        legs = dict(zip(ft, pool.map(lambda n: finetune_legs(n, ft[n], spec['legs'], iters), ft)))
         ext = dict(zip(ext_runs, pool.map(lambda n: eval_json(
             first_dir('fon', by[n]), 'extrapolate.json', '--extrapolate=True', '--stream=True'), ext_runs)))
-    fill = {name: reads for name, (_, reads) in legs.items()}
+    fill, secs = finetune_legs(ft, spec, iters)
     ft_rows = []
-    for name, (secs, _) in legs.items():
-        out = run_dir('fon', name, 1337)
-        loss = evaluate(out, '--stream=True')['loss']
-        ft_rows.append({'run': name, 'model': json.load(open(os.path.join(out, 'config.json')))['model'],
-                        'losses': [loss], 'mean': loss, 'sd': float('nan'), 'seconds': secs})
+    for name, runs in ft.items():
+        seeds_ft = [seed for seed, _ in runs]
+        losses = [evaluate(run_dir('fon', name, seed), '--stream=True')['loss'] for seed in seeds_ft]
+        m, sd = mean_sd(losses)
+        cfg = json.load(open(os.path.join(run_dir('fon', name, seeds_ft[0]), 'config.json')))
+        ft_rows.append({'run': name, 'model': cfg['model'], 'seeds': seeds_ft, 'losses': losses, 'mean': m, 'sd': sd,
+                        'seconds': sum(secs[name])})
 
     fig = fon_figure(curves, ext, fill)
     md = [f"Headline (FON Table 2 at CPU scale, on this repo's CPU recipe, not the paper's; "
@@ -958,13 +1013,20 @@ def fon(seeds, iters):
     for name, e in ext.items():
         md.append(f'| {name} | ' + ' | '.join(f"{r['loss']:.3f} ({r['delta_pct']:+.1f}%)" if math.isfinite(r['loss'])
                                               else 'n/a' for r in e['rows']) + ' |')
-    md += ['', 'Infill (Table 5 at CPU scale, seed 1337): each arm hole fine-tuned from its own pretraining (PC from '
-           'FON PC; OD and AR from one drafting-only pretraining, which OD and AR share since neither revises without '
-           "holes; PC then OD: PC's pretraining fine-tuned with OD's coupling), all at recursion T1, read after each "
-           'leg on the same holes (stride 8, p 0.15, every val sequence '
-           'holed, 200 eval batches; full-vocabulary argmax at the hole; tools/eval.py --infill); [95% Wilson '
-           'interval].', '']
-    md += infill_md(fill)
+    legs = [leg for leg, _ in fill['FON PC + holes']]
+    md += ['', f"Infill (Table 5 at CPU scale, each arm over its pretraining's seeds): each arm hole fine-tuned from "
+           "every seed of its own pretraining (PC from FON PC; OD and AR from one drafting-only pretraining, which OD "
+           "and AR share since neither revises without holes; PC then OD: PC's pretraining fine-tuned with OD's "
+           "coupling), all at recursion T1, one constant-rate run per seed read after each leg (stride-8 holes, p "
+           "0.15, every val sequence holed, 200 eval batches, the holes drawn from the run's seed; full-vocabulary "
+           "argmax at the hole; tools/eval.py --infill). The legs go on until every seed of "
+           f"{', '.join(spec['must_pass'])} fills above its own pretraining's LM prior, at least {spec['least']} "
+           f"iterations, at most {spec['legs'][-1]} (here: {legs[-1]}); AR and the causal GPT read the prefix only, "
+           "so their prior is their ceiling. Fill: mean +- sd over seeds (one seed: [its Wilson 95% interval over "
+           "holes]); 'passed its prior at': the first leg at which every seed's fill is above its own prior. "
+           "'holds': PC higher by more than two of the larger sd, 'tie' within them, 'run higher' the arm ahead "
+           "beyond them, 'one seed' where a side has no sd.", '']
+    md += infill_md(fill, spec['must_pass'])
     md += ['', "Table 8's fill battery, with a BERT-style encoder trained as one (train.py --causal=False) and "
                "future-dependent tasks beyond FON's reach: results/battery.md (python -m tools.results battery)."]
     return rows + ft_rows, fig, '\n'.join(md)
@@ -984,11 +1046,14 @@ def fon_figure(curves, ext, fill):
     ax2.set(title=f"length extrapolation (trained at {e['train_length']}; whole val stream)", xlabel='eval length',
             ylabel='nats / char', ylim=(1, 4))
     for i, (name, reads) in enumerate(fill.items()):
-        ax3.plot([leg for leg, _ in reads], [100 * f['infill_acc'] for _, f in reads], 'o-', color=f'C{i}',
-                 label=name.replace(' + holes', ''))
-        if reads[-1][1]['pretrained_prefix_acc'] is not None:
-            ax3.axhline(100 * reads[-1][1]['pretrained_prefix_acc'], color=f'C{i}', ls=':', lw=1)
-    ax3.set(title='infill: argmax accuracy at the holes\n(dotted: the LM prior from the prefix)',
+        stats = [mean_sd([100 * r['infill_acc'] for r in rs]) for _, rs in reads]
+        ax3.errorbar([leg for leg, _ in reads], [m for m, _ in stats],
+                     yerr=[0 if math.isnan(sd) else sd for _, sd in stats], fmt='o-', color=f'C{i}', capsize=2,
+                     label=name.replace(' + holes', ''))
+        priors = [r['pretrained_prefix_acc'] for r in reads[-1][1]]
+        if None not in priors:
+            ax3.axhline(100 * sum(priors) / len(priors), color=f'C{i}', ls=':', lw=1)
+    ax3.set(title='infill: argmax accuracy at the holes, mean +- sd over seeds\n(dotted: the LM prior from the prefix)',
             xlabel='hole fine-tuning iteration', ylabel='%', ylim=(0, 80))
     for ax in (ax1, ax2, ax3):
         ax.legend(fontsize=8)
@@ -1014,20 +1079,23 @@ def battery(seeds, iters):
     (every answer span a hole). Each is then read on every task's BATTERY_N val examples: fill (the
     answer at MASK: FON through its holes, the bidirectional GPT with full attention, the causal models
     causally) and the causal GPT's greedy generation, exact match with Wilson 95% intervals against
-    chance. Seeds: 1 (1337) by default; --seeds=3 trains three of each and pools their counts. About
-    8 minutes on 2 cores (docs/tools.md).
+    chance, each task's counts pooled over seeds. Table 5's arms beside them: FON OD (from a
+    drafting-only pretraining) and FON PC then OD (PC's pretraining, OD's coupling) against FON PC on
+    ind_r and mem_r, mean +- sd over seeds. Seeds: 3 (1337, 1338, 1339); --seeds=1 is the quick look.
 
         python prepare_data.py synthetic && python -m tools.results battery"""
     spec = PAPERS['battery']
-    slow = ('Mamba2 + holes', 'FON PC + holes')      # the longest chains first: two run at once
+    slow = ('Mamba2 + holes', 'FON PC + holes', 'FON OD + holes', 'FON PC then OD + holes')   # first: two run at once
     chains = sorted(spec['finetune'], key=lambda f: slow.index(f) if f in slow else len(slow))
     seeds = range(1337, 1337 + seeds)
-    jobs = [(ft, seed) for ft in chains for seed in seeds]
-    with ThreadPoolExecutor(JOBS) as pool:
-        done = dict(zip(jobs, pool.map(lambda j: battery_chain(*j, iters), jobs)))
+    # the pretrainings first: two chains start from FON PC, and one run must not train in two processes
+    run_jobs(lambda j: train(spec['runs'][j[0]], run_dir('battery', *j), j[1], iters),
+             [(name, seed) for name in spec['runs'] for seed in seeds], {})
+    done = {}
+    run_jobs(lambda j: battery_chain(*j, iters), [(ft, seed) for ft in chains for seed in seeds], done)
     rows = battery_rows(done, seeds)
     counts = BatteryCounts(done, done[(chains[0], 1337)][2]['tasks'], seeds)
-    md = battery_table_md(counts, seeds) + battery_claim_md(counts)
+    md = battery_table_md(counts, seeds) + battery_arms_md(done, seeds) + battery_claim_md(counts)
     return rows, battery_figure(counts), '\n'.join(md)
 
 
@@ -1047,8 +1115,8 @@ def battery_rows(done, seeds):
     """The top table: the pretrained runs, then the fine-tuned ones, mean +- sd over seeds."""
     spec, rows = PAPERS['battery'], []
     for phase, names in ((0, list(spec['runs'])), (1, list(spec['finetune']))):
-        for name in names:
-            ft = name if phase else f'{name} + holes'
+        for name in names:    # a pretraining's numbers come with the first chain that starts from it
+            ft = name if phase else next(f for f, (src, _) in spec['finetune'].items() if src == name)
             cfg = json.load(open(os.path.join(run_dir('battery', name, 1337), 'config.json')))
             losses = [done[(ft, s)][1][phase] for s in seeds]
             m, sd = mean_sd(losses)
@@ -1126,6 +1194,36 @@ def battery_table_md(c, seeds):
         md += ['', 'Per seed, fill (FON PC / GPT causal / GPT bidirectional / Mamba2): ' + '; '.join(
             f"{t} " + ' / '.join(','.join(f'{x:.2f}' for x in c.per_seed[label, t]) for label, _, _ in cols[:4])
             for t in tasks) + '.']
+    return md
+
+
+def battery_arms_md(done, seeds):
+    """Table 5's arms on the battery: each arm's fill exact match on spec['arm_tasks'], mean +- sd over
+    seeds, and PC against it by the two-sd rule."""
+    spec = PAPERS['battery']
+    chance = {t: done[(spec['arms'][0], seeds[0])][2]['tasks'][t]['chance'] for t in spec['arm_tasks']}
+    head = ['arm', 'seeds'] + [c for t in spec['arm_tasks'] for c in (f'{t} fill (chance {chance[t]:.3f})',
+                                                                       'per seed', 'PC - arm', 'verdict')]
+    md = ['', f"Table 5's arms on the battery (each hole fine-tuned from its own pretraining, as on text: OD from a "
+          "drafting-only one, PC then OD from PC's with OD's coupling): fill exact match on "
+          f"{' and '.join(spec['arm_tasks'])}, the tasks where FON's fill left the causal readers' chance; mean +- sd "
+          "over seeds. 'holds': PC higher by more than two of the larger sd, 'tie' within them, 'run higher' the arm "
+          "ahead beyond them, 'one seed' where a side has no sd.", '',
+          '| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+
+    def stat(arm, t):
+        xs = [done[(arm, s)][2]['tasks'][t]['fill'] for s in seeds]
+        m, sd = mean_sd(xs)
+        return {'mean': m, 'sd': sd, 'xs': xs}
+    for arm in spec['arms']:
+        cells = [arm, str(len(seeds))]
+        for t in spec['arm_tasks']:
+            r, pc = stat(arm, t), stat(spec['arms'][0], t)
+            cells += [f"{r['mean']:.3f}" + ('' if math.isnan(r['sd']) else f" +- {r['sd']:.3f}"),
+                      ', '.join(f'{x:.3f}' for x in r['xs'])]
+            cells += (['', ''] if arm == spec['arms'][0] else
+                      [f"{pc['mean'] - r['mean']:+.3f}", verdict(pc, r, higher=True)])
+        md.append('| ' + ' | '.join(cells) + ' |')
     return md
 
 

@@ -5,7 +5,7 @@
 # is holed (p_fill 1, the paper's 0.5): two holes per sequence is little signal for a few hundred steps.
 out_dir = 'out-results/fon/holes'
 p_fill = 1.0
-max_iters = 2500
+max_iters = 6000     # the last leg: tools/results.py stops earlier once every arm fills above its LM prior
 learning_rate = 5e-4
 schedule = 'constant'
 warmup_iters = 0
