@@ -3,6 +3,7 @@
 # (the authors' 300 of 21,362 steps), at the paper's rate, 8e-3, which results.py brackets for each model.
 # Not a model.
 base = 'muon.py'
+out_dir = 'out-results/parcae/muon_small'
 learning_rate = 8e-3
 max_iters = 4500
 eval_interval = 500

@@ -3,7 +3,7 @@
 # parameters, 119,889 non-embedding. Each row matches it by its d_ff, as at the first size. Trained for 2,700
 # iterations of 8 x 128 bytes (2.8M bytes, 2.8 epochs): 20.7-24.0 bytes per non-embedding parameter over the six
 # rows (the first size: 1.3-1.4), the papers' regime.
-base = 'workspace.py'
+base = ('../../workspace_small.py', '../../recipe/shakespeare_byte.py')   # as workspace.py
 out_dir = 'out-results/workspace/workspace_small'
 n_embd = 84
 d_ff = 241
