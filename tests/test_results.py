@@ -149,7 +149,8 @@ def test_parcae_second_size_gpt_is_matched_and_shares_table_21s_recipe():
     assert abs(n_params(spec['small']['runs']['GPT 6L'], 65) / n_params(spec['small']['runs']['Parcae'], 65) - 1) < 1e-3
     for m in results.PARCAE_TUNED:
         changed = {k for k in small[m] if small[m][k] != big[m][k]}
-        assert changed <= {'n_embd', 'n_head', 'head_dim', 'd_ff', 'max_iters', 'eval_interval', 'muon_momentum_warmup'}, m
+        assert changed <= {'n_embd', 'n_head', 'head_dim', 'd_ff', 'max_iters', 'eval_interval', 'muon_momentum_warmup',
+                           'out_dir'}, m
         assert small[m]['n_embd'] * 8 == big[m]['n_embd'] * 3 and small[m]['n_head'] == big[m]['n_head']
         for c in (small[m], big[m]):     # the authors' 300 of 21,362 steps of momentum warm-up, scaled to the run
             assert c['muon_momentum_warmup'] == round(300 / 21362 * c['max_iters'])
@@ -467,6 +468,18 @@ def test_the_headline_gap_at_two_sizes_against_tokens_per_parameter(monkeypatch)
     results.plt.close(fig)
 
 
+def test_a_gap_inside_the_noise_at_both_sizes_is_not_decidable():
+    def row(run, *ls):
+        return {'run': run, 'losses': ls, 'mean': results.mean_sd(ls)[0], 'sd': results.mean_sd(ls)[1]}
+    big = [row('ws', 2.0, 2.01, 2.02), row('tie twice', 2.01, 2.02, 2.03), row('tie, then behind', 2.0, 2.01, 2.02)]
+    small = [row('ws', 1.5, 1.51, 1.52), row('tie twice', 1.5, 1.51, 1.52), row('tie, then behind', 1.6, 1.61, 1.62)]
+    both = [('x', big), ('x-small', small)]
+    assert results.undecided_md('ws', [('tie twice', 'tie twice'), ('tie, then behind', 'tie, then behind')], both) == \
+        ['Not decidable at this scale (a tie at both sizes): ws against tie twice.']
+    assert results.undecided_md('ws', [('tie, then behind', 'tie, then behind')], both) == \
+        ['Every gap is outside two sd at one size at least.']
+
+
 @pytest.mark.parametrize('paper', ['textnca', 'fon', 'parcae', 'workspace'])
 def test_the_second_size_sees_at_least_20_tokens_per_parameter(paper):
     spec = results.PAPERS[paper]['small']
@@ -572,6 +585,7 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
         assert '152,229 parameters each' in md and '2,764,800 bytes' in md
         assert '| GPT 4L | 783,064 | 1.3 | +0.000 +- 0.023 | tie |' in md and '| GPT 4L | 133,668 | 20.7 |' in md
         assert md.split('| workspace against |')[1].count('| tie |') == 10     # five controls at two sizes
+        assert 'Not decidable at this scale (a tie at both sizes): workspace against GPT 4L, fixed shared loop, ' in md
         assert len([a for a in fig.axes if a.has_data()]) == 3
     results.plt.close(fig)
 
@@ -622,4 +636,5 @@ def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
     assert os.path.isfile('out-results/parcae-small/Parcae_lr_0_032-s1339/config.json')
     assert '| GPT 6L | 1,215,488 | 0.4 | +0.000 +- 0.000 | tie |' in md and '| GPT 6L | 171,504 | 20.2 |' in md
     assert len(fig.axes) == 10 and fig.axes[4].has_data() and fig.axes[9].has_data()
+    assert 'Not decidable at this scale (a tie at both sizes): Parcae against GPT 6L.' in md
     results.plt.close(fig)

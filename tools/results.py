@@ -11,8 +11,10 @@ tables) and results/<paper>.png (the curves).
     python prepare_data.py synthetic             # the battery (offline)
     python -m tools.results textnca     # ~80 min: schedules, SWin-TF-Staged/6L, Transformer-6L, Ts sweep, Eq. 1
     python -m tools.results parcae      # ~70 min: Table 2 with the base RDM; Parcae vs GPT 6L/12L and mu=1 on
-                                        # Table 21's recipe, on characters and the battery; L(T) forms
-    python -m tools.results workspace   # ~55 min: Table 3's six rows, seeds 11/23/37, bits per byte
+                                        # Table 21's recipe, on characters and the battery; L(T) forms;
+                                        # + ~35 min (estimated): Parcae vs GPT 6L at a second size
+    python -m tools.results workspace   # ~55 min: Table 3's six rows, seeds 11/23/37, bits per byte;
+                                        # + ~80 min (estimated): the six at a second size
     python -m tools.results fon         # ~90 min: FON vs Mamba2 vs Transformers, the tied head, length
                                         # extrapolation, Table 5's PC/OD/AR infill arms
     python -m tools.results battery     # ~10 min: Table 8 with a BERT-style encoder, far future tasks
@@ -395,6 +397,15 @@ def sizes(paper, ref, pairs, both, ax, unit='val loss'):
     return md
 
 
+def undecided_md(ref, pairs, both):
+    """The line under sizes()' table: the pairs whose gap is inside two sd at both sizes."""
+    ties = [pair[-1] for pair in pairs
+            if all(verdict({r['run']: r for r in rows}[ref], {r['run']: r for r in rows}[name]) == 'tie'
+                   for (_, rows), name in zip(both, pair))]
+    return [f"Not decidable at this scale (a tie at both sizes): {ref} against {', '.join(ties)}." if ties else
+            "Every gap is outside two sd at one size at least."]
+
+
 TEXTNCA_PAPER = {'staged (2, 8, 32)': '60.3 PPL', 'reversed (32, 8, 2)': '131.1', 'uniform (8, 8, 8)': '119.7',
                  'non-monotone (2, 32, 8)': '77.0', 'SWin-TF-Staged (2, 2, 8, 8, 32, 32)': '64.5',
                  'SWin-TF-6L (w = 32)': '63.2', 'Transformer-6L d96': '52.8 (35.5M)', 'Ts=2': '80.3', 'Ts=6': '73.9',
@@ -618,8 +629,9 @@ def parcae(seeds, iters):
                f"{tokens_seen(first_dir('parcae-small', small_rows[0])):,} tokens; config/results/parcae/*_small.py), "
                "on tiny Shakespeare with Table 21's recipe, each at its own Muon rate:", '',
            *rates_md(small_rows), '']
-    md += sizes('parcae', 'Parcae', [('GPT 6L', 'GPT 6L')], [('parcae', first), ('parcae-small', small_rows)],
-                fig.axes[4])
+    both = [('parcae', first), ('parcae-small', small_rows)]
+    md += sizes('parcae', 'Parcae', [('GPT 6L', 'GPT 6L')], both, fig.axes[4])
+    md += ['', *undecided_md('Parcae', [('GPT 6L', 'GPT 6L')], both)]
     out = [rows[n] for n in spec['runs']] + [rows[muon_run(m, 'Shakespeare', lr)[0]] for m, (lrs, best, _)
                                              in brackets.items() for lr in lrs if lr != best]
     out += [rows[n] for st in spec['settings'] for n in depth[st]]
@@ -858,12 +870,14 @@ def workspace(seeds, iters):
           "end shows whether the ranking has settled.", '', *rates_md(rows, 'bits per byte'), '']
     md += comparison('workspace', rows, curves, 'workspace', list(spec['runs']), scale=1 / math.log(2))
     small = first_dir('workspace-small', small_rows[-1])
-    md += ['', f"The six rows at a second size (3/8 of the width, the head counts kept: d 48 / 96 / 84, heads and slots "
-               f"of 12; {counts(small)[0]:,} parameters each, matched by d_ff; {tokens_seen(small):,} bytes; "
+    md += ['', f"The six rows at a second size (3/8 of the width with the first size's head counts: d 48 / 96 / 84, "
+               f"heads 12 wide, slots of m = 12; {counts(small)[0]:,} parameters each, matched by d_ff; "
+               f"{tokens_seen(small):,} bytes; "
                "config/results/workspace/*_small.py), each at its own rate:", '', *rates_md(small_rows, 'bits per byte'),
            '']
-    md += sizes('workspace', 'workspace', [(n, n) for n in spec['runs'] if n != 'workspace'],
-                [('workspace', rows), ('workspace-small', small_rows)], ax3, unit='bits per byte')
+    pairs, both = [(n, n) for n in spec['runs'] if n != 'workspace'], [('workspace', rows), ('workspace-small', small_rows)]
+    md += sizes('workspace', 'workspace', pairs, both, ax3, unit='bits per byte')
+    md += ['', *undecided_md('workspace', pairs, both)]
     return rows, fig, '\n'.join(md)
 
 
