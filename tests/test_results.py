@@ -582,7 +582,7 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
         assert len([a for a in fig.axes if a.has_data()]) == 4
     if paper == 'workspace':   # the second size, read where it trained: the GPT 4L at its own rate there too
         assert os.path.isdir('out-results/workspace-small/GPT_4L_lr_0_001-s11')
-        assert '152,229 parameters each' in md and '2,764,800 bytes' in md
+        assert 'the workspace 152,229 parameters' in md and '2,764,800 bytes' in md
         assert '| GPT 4L | 783,064 | 1.3 | +0.000 +- 0.023 | tie |' in md and '| GPT 4L | 133,668 | 20.7 |' in md
         assert md.split('| workspace against |')[1].count('| tie |') == 10     # five controls at two sizes
         assert 'Not decidable at this scale (a tie at both sizes): workspace against GPT 4L, fixed shared loop, ' in md

@@ -721,7 +721,8 @@ def parcae_figure(rows, brackets, rate, depth, ss, sweeps, small_rows):
     for r in small_rows:
         i = list(spec['depth']).index(r['run'])
         lrs = [float(lr) for lr in r['grid']]
-        axs[1, 4].plot(lrs, list(r['grid'].values()), 'o-', color=f'C{4 + i}', label=f"{r['run']} (seed {r['seeds'][0]})")
+        axs[1, 4].plot(lrs, list(r['grid'].values()), 'o-', color=f'C{4 + i}',
+                       label=f"{r['run']} (seed {r['seeds'][0]})")
         axs[1, 4].plot([r['lr'] * 1.04 ** i] * len(r['losses']), r['losses'], 'x', color=f'C{4 + i}',
                        label=f"{r['run']}, seeds")
     small_lrs = sorted({float(lr) for r in small_rows for lr in r['grid']})
@@ -871,11 +872,11 @@ def workspace(seeds, iters):
     md += comparison('workspace', rows, curves, 'workspace', list(spec['runs']), scale=1 / math.log(2))
     small = first_dir('workspace-small', small_rows[-1])
     md += ['', f"The six rows at a second size (3/8 of the width with the first size's head counts: d 48 / 96 / 84, "
-               f"heads 12 wide, slots of m = 12; {counts(small)[0]:,} parameters each, matched by d_ff; "
-               f"{tokens_seen(small):,} bytes; "
-               "config/results/workspace/*_small.py), each at its own rate:", '', *rates_md(small_rows, 'bits per byte'),
-           '']
-    pairs, both = [(n, n) for n in spec['runs'] if n != 'workspace'], [('workspace', rows), ('workspace-small', small_rows)]
+               f"heads 12 wide, slots of m = 12; the workspace {counts(small)[0]:,} parameters, each row's d_ff the "
+               f"nearest its count; {tokens_seen(small):,} bytes; config/results/workspace/*_small.py), each at its "
+               "own rate:", '', *rates_md(small_rows, 'bits per byte'), '']
+    pairs = [(n, n) for n in spec['runs'] if n != 'workspace']
+    both = [('workspace', rows), ('workspace-small', small_rows)]
     md += sizes('workspace', 'workspace', pairs, both, ax3, unit='bits per byte')
     md += ['', *undecided_md('workspace', pairs, both)]
     return rows, fig, '\n'.join(md)
