@@ -120,6 +120,44 @@ def test_workspace_rows_are_parameter_matched():
     assert (max(counts) - min(counts)) / min(counts) < 4e-4, counts
 
 
+def test_workspace_second_size_rows_are_matched_by_the_nearest_d_ff():
+    # each row at 3/8 of its first-size width with its head count kept (heads and slots of 12), its d_ff the integer
+    # nearest the workspace's count (the first size's 0.04% is finer than one d_ff step here: 129 to 516 parameters);
+    # the data and recipe are the first size's but for the length
+    first, small = results.PAPERS['workspace']['runs'], results.PAPERS['workspace']['small']['runs']
+    assert list(small) == list(first)
+    ws = n_params(small['workspace'], 257)
+
+    def size(args):
+        cfg = resolve_config(args + ['--vocab_size=257'])
+        with torch.device('meta'):
+            return models.build_model(cfg['model'], cfg).num_params()
+    for name, args in small.items():
+        cfg, big = resolve_config(args), resolve_config(first[name])
+        gap = {d: abs(size(args + [f"--d_ff={cfg['d_ff'] + d}"]) - ws) for d in (-1, 0, 1)}
+        assert gap[0] < min(gap[-1], gap[1]), (name, gap)
+        assert (cfg['n_embd'] * 8, cfg['n_head'], cfg['n_embd'] // cfg['n_head']) == (big['n_embd'] * 3, big['n_head'], 12)
+        changed = {k for k in cfg if cfg[k] != big[k]}
+        assert changed <= {'n_embd', 'd_ff', 'slot_dim', 'out_dir', 'max_iters', 'lr_decay_iters', 'eval_interval'}, name
+    assert resolve_config(small['workspace'])['slot_dim'] == 12     # m = the head width, as at the paper's sizes
+
+
+def test_parcae_second_size_gpt_is_matched_and_shares_table_21s_recipe():
+    spec = results.PAPERS['parcae']
+    small = {m: resolve_config(spec['small']['runs'][m]) for m in results.PARCAE_TUNED}
+    big = {m: resolve_config(results.muon_run(m, 'Shakespeare', 8e-3)[1]) for m in results.PARCAE_TUNED}
+    # parameter-matched as the first size (within 0.1%: d_ff 200 is the nearest, one step is 576 parameters)
+    assert abs(n_params(spec['small']['runs']['GPT 6L'], 65) / n_params(spec['small']['runs']['Parcae'], 65) - 1) < 1e-3
+    for m in results.PARCAE_TUNED:
+        changed = {k for k in small[m] if small[m][k] != big[m][k]}
+        assert changed <= {'n_embd', 'n_head', 'head_dim', 'd_ff', 'max_iters', 'eval_interval', 'muon_momentum_warmup',
+                           'out_dir'}, m
+        assert small[m]['n_embd'] * 8 == big[m]['n_embd'] * 3 and small[m]['n_head'] == big[m]['n_head']
+        for c in (small[m], big[m]):     # the authors' 300 of 21,362 steps of momentum warm-up, scaled to the run
+            assert c['muon_momentum_warmup'] == round(300 / 21362 * c['max_iters'])
+    assert small['GPT 6L']['learning_rate'] == small['Parcae']['learning_rate'] == spec['small']['tune']['Parcae']
+
+
 def test_fon_and_its_transformers_are_parameter_matched():
     runs = results.PAPERS['fon']['runs']
     fon = n_params(runs['FON PC'], 66)
@@ -551,17 +589,31 @@ def test_the_headline_gap_at_two_sizes_against_tokens_per_parameter(monkeypatch)
     results.plt.close(fig)
 
 
-@pytest.mark.parametrize('paper', ['textnca', 'fon'])
+def test_a_gap_inside_the_noise_at_both_sizes_is_not_decidable():
+    def row(run, *ls):
+        return {'run': run, 'losses': ls, 'mean': results.mean_sd(ls)[0], 'sd': results.mean_sd(ls)[1]}
+    big = [row('ws', 2.0, 2.01, 2.02), row('tie twice', 2.01, 2.02, 2.03), row('tie, then behind', 2.0, 2.01, 2.02)]
+    small = [row('ws', 1.5, 1.51, 1.52), row('tie twice', 1.5, 1.51, 1.52), row('tie, then behind', 1.6, 1.61, 1.62)]
+    both = [('x', big), ('x-small', small)]
+    assert results.undecided_md('ws', [('tie twice', 'tie twice'), ('tie, then behind', 'tie, then behind')], both) == \
+        ['Not decidable at this scale (a tie at both sizes): ws against tie twice.']
+    assert results.undecided_md('ws', [('tie, then behind', 'tie, then behind')], both) == \
+        ['Every gap is outside two sd at one size at least.']
+
+
+@pytest.mark.parametrize('paper', ['textnca', 'fon', 'parcae', 'workspace'])
 def test_the_second_size_sees_at_least_20_tokens_per_parameter(paper):
     spec = results.PAPERS[paper]['small']
     assert set(spec['tune']) == set(spec['runs'])
     for name, args in spec['runs'].items():
-        cfg = resolve_config(args + ['--vocab_size=65'])
+        cfg = resolve_config(args + [f"--vocab_size={257 if paper == 'workspace' else 65}"])
         with torch.device('meta'):
             m = models.build_model(cfg['model'], cfg)
         non_emb = m.num_params() - sum(e.weight.numel() for e in m.modules() if isinstance(e, torch.nn.Embedding))
         tokens = cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps'] * cfg['max_iters']
-        assert 20 <= tokens / non_emb < 30 and cfg['lr_decay_iters'] == cfg['max_iters'], (name, tokens / non_emb)
+        # the cosine decays over lr_decay_iters (None: max_iters), the trapezoid over max_iters
+        assert 20 <= tokens / non_emb < 30 and (cfg['lr_decay_iters'] or cfg['max_iters']) == cfg['max_iters'], \
+            (name, tokens / non_emb)
         assert cfg['out_dir'].startswith(f'out-results/{paper}/')
 
 
@@ -569,11 +621,11 @@ def test_a_tuned_run_s_stated_rate_is_its_config_s_and_its_floor_a_tenth():
     # the config's own rate trains in the run's plain folder, so the stated rate must be the config's; every rate of
     # the bracket then decays to a tenth of itself, as the config's does
     specs = [s for p in results.PAPERS.values() for s in (p, p.get('small', {})) if 'tune' in s]
-    assert len(specs) == 5
+    assert len(specs) == 7
     for spec in specs:
-        for name, lr in spec['tune'].items():
+        for name, lr in spec['tune'].items():     # a recipe that cools to 0 (Parcae's Table 21) says so: floor 0
             cfg = resolve_config(spec['runs'][name])
-            assert cfg['learning_rate'] == lr and cfg['min_lr'] == pytest.approx(lr / 10), name
+            assert cfg['learning_rate'] == lr and cfg['min_lr'] == pytest.approx(lr * spec.get('floor', 0.1)), name
         assert set(spec.get('tune_as', {}).values()) <= set(spec['tune'])
 
 
@@ -662,6 +714,13 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
                         i == pre] == [250, 750, 1500, 2500], (name, seed)
         assert '| FON PC + holes | 3 | 1000/1000/1000 | 32.5 +- 0.0% |' in md and 'fill at 4000' not in md
         assert 'The legs stopped at 2500 iterations' in md
+    if paper == 'workspace':   # the second size, read where it trained: the GPT 4L at its own rate there too
+        assert os.path.isdir('out-results/workspace-small/GPT_4L_lr_0_001-s11')
+        assert 'the workspace 152,229 parameters' in md and '2,764,800 bytes' in md
+        assert '| GPT 4L | 783,064 | 1.3 | +0.000 +- 0.023 | tie |' in md and '| GPT 4L | 133,668 | 20.7 |' in md
+        assert md.split('| workspace against |')[1].count('| tie |') == 10     # five controls at two sizes
+        assert 'Not decidable at this scale (a tie at both sizes): workspace against GPT 4L, fixed shared loop, ' in md
+        assert len([a for a in fig.axes if a.has_data()]) == 3
     results.plt.close(fig)
 
 
@@ -707,4 +766,12 @@ def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
     assert "for the Parcae on tiny Shakespeare (seed 1337, whole val stream): 0.004: 3.579 | 0.008: 2.886 | " \
            "0.016: 2.193 | 0.032: 1.500 | 0.064: 2.193. Best 0.032, inside the grid." in md
     assert "Best 0.008, inside the grid." in md and '(the GPTs at lr 0.008, Parcae at 0.032)' in md
+    # the second size: each brackets its own rate again, in its own folder; the gap at both sizes
+    assert "Parcae: 0.004 3.579, 0.008 2.886, 0.016 2.193, 0.032 1.500, 0.064 2.193; mean 0.032 1.500, " \
+           "0.016 2.193 -> 0.032" in md
+    assert "GPT 6L: 0.004 2.193, 0.008 1.500, 0.016 2.193; mean 0.008 1.500, 0.004 2.193 -> 0.008" in md
+    assert os.path.isfile('out-results/parcae-small/Parcae_lr_0_032-s1339/config.json')
+    assert '| GPT 6L | 1,215,488 | 0.4 | +0.000 +- 0.000 | tie |' in md and '| GPT 6L | 171,504 | 20.2 |' in md
+    assert len(fig.axes) == 10 and fig.axes[4].has_data() and fig.axes[9].has_data()
+    assert 'Not decidable at this scale (a tie at both sizes): Parcae against GPT 6L.' in md
     results.plt.close(fig)

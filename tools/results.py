@@ -11,8 +11,10 @@ tables) and results/<paper>.png (the curves).
     python prepare_data.py synthetic             # the battery (offline)
     python -m tools.results textnca     # ~80 min: schedules, SWin-TF-Staged/6L, Transformer-6L, Ts sweep, Eq. 1
     python -m tools.results parcae      # ~70 min: Table 2 with the base RDM; Parcae vs GPT 6L/12L and mu=1 on
-                                        # Table 21's recipe, on characters and the battery; L(T) forms
-    python -m tools.results workspace   # ~55 min: Table 3's six rows, seeds 11/23/37, bits per byte
+                                        # Table 21's recipe, on characters and the battery; L(T) forms;
+                                        # + ~35 min (estimated): Parcae vs GPT 6L at a second size
+    python -m tools.results workspace   # ~55 min: Table 3's six rows, seeds 11/23/37, bits per byte;
+                                        # + ~80 min (estimated): the six at a second size
     python -m tools.results fon         # ~90 min, and 3-7 h for the infill arms: FON vs Mamba2 vs Transformers,
                                         # the tied head, length extrapolation, Table 5's infill arms, three seeds
     python -m tools.results battery     # ~50 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
@@ -108,6 +110,12 @@ PAPERS = {
         'datasets': [('shakespeare_char', 'shakespeare_char'), ('synthetic', 'synthetic')],   # both settings'
         'mu': 4,     # Parcae's mean_recurrence (cpu_parcae.py)
         'sweep': 'num_recur=1..12',
+        # Section 5.1's pair again at d 48 for 4,500 iterations on Shakespeare: 20 tokens per non-embedding
+        # parameter (the first size: 0.38), each at its own Muon rate, the cooldown to 0 as Table 21's
+        'small': {'seeds': 3, 'floor': 0.0, 'runs': {
+            'GPT 6L': [CFG + 'parcae/gpt_small.py', CFG + 'parcae/muon_small.py'],
+            'Parcae': [CFG + 'parcae/parcae_small.py', CFG + 'parcae/muon_small.py']},
+            'tune': {'GPT 6L': 8e-3, 'Parcae': 8e-3}},
     },
     'workspace': {
         'claim': 'Table 3: at matched parameters (the 0.918M rows, 0.832M at block 128) the causal workspace beats '
@@ -128,6 +136,15 @@ PAPERS = {
         },
         'tune': {name: 2e-3 for name in ('GPT 4L', 'fixed shared loop', 'adaptive exit', 'anchored shared loop',
                                          'conditioned dense', 'workspace')},   # each at its own rate
+        # the six rows again at 3/8 of the width for 2,700 iterations: 21-24 bytes per non-embedding parameter (the
+        # first size: 1.3-1.4)
+        'small': {'seeds': 3, 'seed_labels': (11, 23, 37), 'runs': {
+            name: [CFG + f'workspace/{f}_small.py'] for name, f in (
+                ('GPT 4L', 'gpt'), ('fixed shared loop', 'shared_loop'), ('adaptive exit', 'adaptive_exit'),
+                ('anchored shared loop', 'anchored'), ('conditioned dense', 'conditioned_dense'),
+                ('workspace', 'workspace'))},
+            'tune': {name: 2e-3 for name in ('GPT 4L', 'fixed shared loop', 'adaptive exit', 'anchored shared loop',
+                                             'conditioned dense', 'workspace')}},
     },
     'fon': {
         'claim': 'Table 2: at matched parameters FON reaches a lower loss than Mamba2 and the Transformer (paper: '
@@ -295,15 +312,17 @@ def report_runs(paper, spec, seeds, iters, metric='loss'):
     """Train every run of a paper for every seed; one table row per run: mean +- sd over seeds. A run
     named in spec['tune'] (name -> its config's rate) trains at its own best rate: bracket() from half
     to twice its config's, on its first seed, by the stream score, then every seed at that grid's best
-    two rates, the lower mean taken; a run of spec['tune_as'] (name -> such a run) trains at that run's
-    rate, as an ablation shares its model's recipe."""
+    two rates, the lower mean taken, its schedule ending at spec['floor'] (a tenth unless it says) of
+    the rate; a run of spec['tune_as'] (name -> such a run) trains at that run's rate, as an ablation
+    shares its model's recipe."""
     tune, head = spec.get('tune', {}), (lambda name: spec.get('tune_as', {}).get(name, name))
+    floor = spec.get('floor', 0.1)
     done = {}
 
     def job(j):   # (name, rate or None: the config's, seed); the stream score right after training, in parallel too
         name, lr, seed = j
         out = run_dir(paper, rated(name, lr), seed)
-        args = spec['runs'][name] + ([f'--learning_rate={lr:g}', f'--min_lr={lr / 10:g}'] if lr else [])
+        args = spec['runs'][name] + ([f'--learning_rate={lr:g}', f'--min_lr={lr * floor:g}'] if lr else [])
         return train(args, out, seed, iters), evaluate(out, '--stream=True')[metric]
 
     def run_all(jobs):
@@ -407,6 +426,15 @@ def sizes(paper, ref, pairs, both, ax, unit='val loss'):
            ylabel=f'{unit} gap (< 0: {ref} lower)', xscale='log')
     ax.legend(fontsize=8)
     return md
+
+
+def undecided_md(ref, pairs, both):
+    """The line under sizes()' table: the pairs whose gap is inside two sd at both sizes."""
+    ties = [pair[-1] for pair in pairs
+            if all(verdict({r['run']: r for r in rows}[ref], {r['run']: r for r in rows}[name]) == 'tie'
+                   for (_, rows), name in zip(both, pair))]
+    return [f"Not decidable at this scale (a tie at both sizes): {ref} against {', '.join(ties)}." if ties else
+            "Every gap is outside two sd at one size at least."]
 
 
 TEXTNCA_PAPER = {'staged (2, 8, 32)': '60.3 PPL', 'reversed (32, 8, 2)': '131.1', 'uniform (8, 8, 8)': '119.7',
@@ -591,7 +619,9 @@ def parcae(seeds, iters):
     Parcae's Muon rates each widened until its best is inside, and at those rates the GPT 6L
     (parameter-matched), the GPT 12L (the depth ceiling: Parcae's 12 block applications a forward; at the
     GPT 6L's rate), Parcae and Parcae at fixed depth 1 (at Parcae's), each over seeds, on tiny Shakespeare
-    and on the synthetic battery; Parcae's test-time depth and Table 12's four L(T) forms."""
+    and on the synthetic battery; Parcae's test-time depth and Table 12's four L(T) forms. Then the GPT 6L
+    and Parcae at a second size (spec['small']: 20 tokens per parameter), each at its own rate, and the gap
+    at both sizes against tokens per parameter."""
     spec, done = PAPERS['parcae'], {}
     parcae_train([(*muon_run(m, 'Shakespeare', lr), 1337) for m in PARCAE_TUNED for lr in PARCAE_MUON_LRS] +
                  [(name, args, 1337) for name, args in spec['runs'].items()], done, iters)
@@ -614,14 +644,25 @@ def parcae(seeds, iters):
     parcae_train([(*muon_run(m, st, rate[m]), s) for m in slow for st in spec['settings'] for s in ss], done, iters)
     rows = {name: parcae_row(done, name) for name in dict.fromkeys(name for name, _ in done)}
     sweeps = {st: [done[(depth[st][2], s)][3]['sweep'] for s in ss] for st in spec['settings']}
+    small_rows, _ = report_runs('parcae-small', spec['small'], seeds, iters)
 
-    fig = parcae_figure(rows, brackets, rate, depth, ss, sweeps)
+    fig = parcae_figure(rows, brackets, rate, depth, ss, sweeps, small_rows)
     md = parcae_stability_md(rows, done, brackets)
     for st in spec['settings']:
         md += parcae_depth_md(st, rows, depth[st], ss, rate)
         if st == 'battery':
             md += parcae_exact_match_md([parcae_exact_match(done, rows[n]) for n in depth[st]])
         md += parcae_forms_md(st, ss, sweeps[st])
+    # the first size's pair under the second's names, read from its runs at their rates
+    first = [{**rows[name], 'run': m, 'dirs': [run_dir('parcae', name, s) for s in ss]}
+             for m in PARCAE_TUNED for name in [muon_run(m, 'Shakespeare', rate[m])[0]]]
+    md += ['', f"Section 5.1's pair at a second size (d 48, 4 heads of 12; "
+               f"{tokens_seen(first_dir('parcae-small', small_rows[0])):,} tokens; config/results/parcae/*_small.py), "
+               "on tiny Shakespeare with Table 21's recipe, each at its own Muon rate:", '',
+           *rates_md(small_rows), '']
+    both = [('parcae', first), ('parcae-small', small_rows)]
+    md += sizes('parcae', 'Parcae', [('GPT 6L', 'GPT 6L')], both, fig.axes[4])
+    md += ['', *undecided_md('Parcae', [('GPT 6L', 'GPT 6L')], both)]
     out = [rows[n] for n in spec['runs']] + [rows[muon_run(m, 'Shakespeare', lr)[0]] for m, (lrs, best, _)
                                              in brackets.items() for lr in lrs if lr != best]
     out += [rows[n] for st in spec['settings'] for n in depth[st]]
@@ -674,12 +715,13 @@ def parcae_exact_match(done, row):
         t: sum(done[(name, s)][3]['battery']['tasks'][t]['generate'] for s in row['seeds']) / len(accs) for t in ts}}
 
 
-def parcae_figure(rows, brackets, rate, depth, ss, sweeps):
+def parcae_figure(rows, brackets, rate, depth, ss, sweeps, small_rows):
     """Top: Table 2's loss against the Adam rate, its train losses and spectral radii, and the Muon rate
-    brackets of the GPT 6L and Parcae with every depth run's seeds at its rate; bottom: each setting's val
-    curves and Parcae's test-time depth."""
+    brackets of the GPT 6L and Parcae with every depth run's seeds at its rate (the fifth: the gap at two
+    sizes, which sizes() draws); bottom: each setting's val curves, Parcae's test-time depth, and the
+    second size's rate brackets with its seeds at the best."""
     spec = PAPERS['parcae']
-    fig, axs = plt.subplots(2, 4, figsize=(17, 7))
+    fig, axs = plt.subplots(2, 5, figsize=(21, 7))
     parcae_stability_axes(axs[0, 0], axs[0, 1], axs[0, 2], rows)
     for m, (lrs, _, grid) in brackets.items():
         axs[0, 3].plot(lrs, [grid[lr] for lr in lrs], 'o-', color=f'C{4 + list(spec["depth"]).index(m)}',
@@ -707,8 +749,21 @@ def parcae_figure(rows, brackets, rate, depth, ss, sweeps):
             ax.plot(sw['values'], sw['loss'], 'o-', ms=3, label=f'seed {s}')
         ax.axvline(spec['mu'], color='gray', ls=':', label='trained mean depth')
         ax.set(title=f'{st}: Parcae, test-time depth', xlabel='num_recur T', ylabel='val loss (eval set)')
+    for r in small_rows:
+        i = list(spec['depth']).index(r['run'])
+        lrs = [float(lr) for lr in r['grid']]
+        axs[1, 4].plot(lrs, list(r['grid'].values()), 'o-', color=f'C{4 + i}',
+                       label=f"{r['run']} (seed {r['seeds'][0]})")
+        axs[1, 4].plot([r['lr'] * 1.04 ** i] * len(r['losses']), r['losses'], 'x', color=f'C{4 + i}',
+                       label=f"{r['run']}, seeds")
+    small_lrs = sorted({float(lr) for r in small_rows for lr in r['grid']})
+    axs[1, 4].set(title='second size (d 48), Table 21 recipe,\ntiny Shakespeare: val loss vs rate', xscale='log',
+                  xlabel='learning rate', ylabel='nats / char')
+    axs[1, 4].set_xticks(small_lrs, [f'{lr:g}' for lr in small_lrs])
+    axs[1, 4].minorticks_off()
     for ax in axs.flat:
-        ax.legend(fontsize=6)
+        if ax is not axs[0, 4]:
+            ax.legend(fontsize=6)
     return fig
 
 
@@ -821,9 +876,13 @@ def parcae_forms_md(st, ss, sweeps):
 
 
 def workspace(seeds, iters):
+    """Table 3's six rows, each at its own rate, over the paper's seeds; again at a second size
+    (spec['small']: 21-24 bytes per non-embedding parameter), and the workspace's gap to each control at
+    both sizes against tokens per parameter."""
     spec = PAPERS['workspace']
     rows, curves = report_runs('workspace', spec, seeds, iters, metric='bits_per_byte')
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    small_rows, _ = report_runs('workspace-small', spec['small'], seeds, iters, metric='bits_per_byte')
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(17, 4))
     for i, (name, runs) in enumerate(curves.items()):
         for j, c in enumerate(runs):
             if c:
@@ -842,6 +901,15 @@ def workspace(seeds, iters):
           "paper's labels). 'holds': the workspace lower by more than two standard deviations; at 2/3 beside the "
           "end shows whether the ranking has settled.", '', *rates_md(rows, 'bits per byte'), '']
     md += comparison('workspace', rows, curves, 'workspace', list(spec['runs']), scale=1 / math.log(2))
+    small = first_dir('workspace-small', small_rows[-1])
+    md += ['', f"The six rows at a second size (3/8 of the width with the first size's head counts: d 48 / 96 / 84, "
+               f"heads 12 wide, slots of m = 12; the workspace {counts(small)[0]:,} parameters, each row's d_ff the "
+               f"nearest its count; {tokens_seen(small):,} bytes; config/results/workspace/*_small.py), each at its "
+               "own rate:", '', *rates_md(small_rows, 'bits per byte'), '']
+    pairs = [(n, n) for n in spec['runs'] if n != 'workspace']
+    both = [('workspace', rows), ('workspace-small', small_rows)]
+    md += sizes('workspace', 'workspace', pairs, both, ax3, unit='bits per byte')
+    md += ['', *undecided_md('workspace', pairs, both)]
     return rows, fig, '\n'.join(md)
 
 
