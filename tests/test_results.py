@@ -583,7 +583,8 @@ def test_the_headline_gap_at_two_sizes_against_tokens_per_parameter(monkeypatch)
     fig, ax = results.plt.subplots()
     md = results.sizes('x', 'nca', [('TF d96', 'TF')], [('x', big), ('x-small', small)], ax)
     assert md[2:] == ['| TF d96 | 500,000 | 1.5 | +0.100 +- 0.020 | run lower |',
-                      '| TF | 100,000 | 25.0 | -0.050 +- 0.020 | holds |']
+                      '| TF | 100,000 | 25.0 | -0.050 +- 0.020 | holds |', '',
+                      'Every gap is outside two sd at one size at least.']
     xs, ys = ax.lines[0].get_data()
     assert list(xs) == [1.5, 25.0] and [round(y, 3) for y in ys] == [0.1, -0.05]
     results.plt.close(fig)

@@ -404,7 +404,8 @@ def sizes(paper, ref, pairs, both, ax, unit='val loss'):
     """The headline gaps at both sizes: both = [(folder, rows), ...] (the paper's runs, then its small
     size's under out-results/<folder>/), pairs = [(name at the first size, name at the second)]; a
     table row per pair and size (non-embedding parameters, tokens per parameter, ref's gap to the
-    run with two of the larger sd, the verdict) and on ax the gap against tokens per parameter."""
+    run with two of the larger sd, the verdict), the pairs not decidable at this scale, and on ax the
+    gap against tokens per parameter."""
     md = [f'| {ref} against | non-embedding params | tokens per param | {unit} gap ({ref} - run) | verdict |',
           '|---|---|---|---|---|']
     for i, pair in enumerate(pairs):
@@ -425,7 +426,7 @@ def sizes(paper, ref, pairs, both, ax, unit='val loss'):
     ax.set(title=f'{ref} - run (two sd) against tokens per parameter', xlabel='tokens per non-embedding parameter',
            ylabel=f'{unit} gap (< 0: {ref} lower)', xscale='log')
     ax.legend(fontsize=8)
-    return md
+    return md + ['', *undecided_md(ref, pairs, both)]
 
 
 def undecided_md(ref, pairs, both):
@@ -662,7 +663,6 @@ def parcae(seeds, iters):
            *rates_md(small_rows), '']
     both = [('parcae', first), ('parcae-small', small_rows)]
     md += sizes('parcae', 'Parcae', [('GPT 6L', 'GPT 6L')], both, fig.axes[4])
-    md += ['', *undecided_md('Parcae', [('GPT 6L', 'GPT 6L')], both)]
     out = [rows[n] for n in spec['runs']] + [rows[muon_run(m, 'Shakespeare', lr)[0]] for m, (lrs, best, _)
                                              in brackets.items() for lr in lrs if lr != best]
     out += [rows[n] for st in spec['settings'] for n in depth[st]]
@@ -909,7 +909,6 @@ def workspace(seeds, iters):
     pairs = [(n, n) for n in spec['runs'] if n != 'workspace']
     both = [('workspace', rows), ('workspace-small', small_rows)]
     md += sizes('workspace', 'workspace', pairs, both, ax3, unit='bits per byte')
-    md += ['', *undecided_md('workspace', pairs, both)]
     return rows, fig, '\n'.join(md)
 
 
