@@ -765,8 +765,11 @@ def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
             name = results.muon_run(m, st, lr)[0]
             assert by[name]['seeds'] == [1337, 1338, 1339] and by[name]['mean'] == 1.5, name
     assert "for the Parcae on tiny Shakespeare (seed 1337, whole val stream): 0.004: 3.579 | 0.008: 2.886 | " \
-           "0.016: 2.193 | 0.032: 1.500 | 0.064: 2.193. Best 0.032, inside the grid." in md
-    assert "Best 0.008, inside the grid." in md and '(the GPTs at lr 0.008, Parcae at 0.032)' in md
+           "0.016: 2.193 | 0.032: 1.500 | 0.064: 2.193. Best 0.032, inside the grid; the mean over every seed at " \
+           "the best two: 0.032: 1.500, 0.016: 2.193 -> 0.032." in md
+    assert "Best 0.008, inside the grid; the mean over every seed at the best two: 0.008: 1.500, 0.004: 2.193 " \
+           "-> 0.008." in md
+    assert os.path.isfile('out-results/parcae/Parcae_Shakespeare_Muon_lr_0_016-s1339/config.json') and '(the GPTs at lr 0.008, Parcae at 0.032)' in md
     # the second size: each brackets its own rate again, in its own folder; the gap at both sizes
     assert "Parcae: 0.004 3.579, 0.008 2.886, 0.016 2.193, 0.032 1.500, 0.064 2.193; mean 0.032 1.500, " \
            "0.016 2.193 -> 0.032" in md

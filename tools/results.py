@@ -638,8 +638,14 @@ def parcae(seeds, iters):
     for m in PARCAE_TUNED:
         lrs, best = bracket(PARCAE_MUON_LRS, loss_of(m))
         brackets[m] = (lrs, best, {lr: loss_of(m)(lr) for lr in lrs})
-    rate = {m: brackets[PARCAE_TUNED[0] if m.startswith('GPT') else PARCAE_TUNED[1]][1] for m in spec['depth']}
     ss = seed_list(spec, None, seeds)
+    # as report_runs: every seed at the bracket's best two rates on Shakespeare, the lower mean wins
+    two = {m: sorted(lrs, key=lambda lr: (grid[lr] if math.isfinite(grid[lr]) else math.inf, lr))[:2]
+           for m, (lrs, _, grid) in brackets.items()}
+    parcae_train([(*muon_run(m, 'Shakespeare', lr), s) for m in PARCAE_TUNED for lr in two[m] for s in ss], done, iters)
+    finals = {m: {lr: parcae_row(done, muon_run(m, 'Shakespeare', lr)[0])['mean'] for lr in two[m]} for m in PARCAE_TUNED}
+    chosen = {m: min(two[m], key=lambda lr: f[lr] if math.isfinite(f[lr]) else math.inf) for m, f in finals.items()}
+    rate = {m: chosen[PARCAE_TUNED[0] if m.startswith('GPT') else PARCAE_TUNED[1]] for m in spec['depth']}
     slow = ('GPT 12L', 'Parcae', 'GPT 6L', 'Parcae mu=1')     # the longest first: two run at once
     depth = {st: [muon_run(m, st, rate[m])[0] for m in spec['depth']] for st in spec['settings']}
     parcae_train([(*muon_run(m, st, rate[m]), s) for m in slow for st in spec['settings'] for s in ss], done, iters)
@@ -648,7 +654,7 @@ def parcae(seeds, iters):
     small_rows, _ = report_runs('parcae-small', spec['small'], seeds, iters)
 
     fig = parcae_figure(rows, brackets, rate, depth, ss, sweeps, small_rows)
-    md = parcae_stability_md(rows, done, brackets)
+    md = parcae_stability_md(rows, done, brackets, finals, chosen)
     for st in spec['settings']:
         md += parcae_depth_md(st, rows, depth[st], ss, rate)
         if st == 'battery':
@@ -663,8 +669,8 @@ def parcae(seeds, iters):
            *rates_md(small_rows), '']
     both = [('parcae', first), ('parcae-small', small_rows)]
     md += sizes('parcae', 'Parcae', [('GPT 6L', 'GPT 6L')], both, fig.axes[4])
-    out = [rows[n] for n in spec['runs']] + [rows[muon_run(m, 'Shakespeare', lr)[0]] for m, (lrs, best, _)
-                                             in brackets.items() for lr in lrs if lr != best]
+    out = [rows[n] for n in spec['runs']] + [rows[muon_run(m, 'Shakespeare', lr)[0]] for m, (lrs, _, _)
+                                             in brackets.items() for lr in lrs if lr != chosen[m]]
     out += [rows[n] for st in spec['settings'] for n in depth[st]]
     return out, fig, '\n'.join(md)
 
@@ -791,8 +797,9 @@ def parcae_stability_axes(ax_lr, ax_loss, ax_rho, rows):
                ylabel='rho(A_bar)')
 
 
-def parcae_stability_md(rows, done, brackets):
-    """The recipes, Table 2's stability table with its noise floor, and each tuned model's rate grid."""
+def parcae_stability_md(rows, done, brackets, finals, chosen):
+    """The recipes, Table 2's stability table with its noise floor, and each tuned model's rate grid and
+    the means over seeds at its best two rates."""
     gpt_rise = max(stability(run_dir('parcae', f'GPT 6L, Adam lr {lr:g}', 1337), 50)['rise'] for lr in PARCAE_ADAM_LRS)
     md = [f"Recipes. Table 2 (stability): the RDM's Adam (Q.1: update clipping, atan2 without epsilon, trapezoid, "
           f"{tokens_seen(run_dir('parcae', f'Parcae, Adam lr {PARCAE_ADAM_LRS[0]:g}', 1337)):,} tokens), one seed (1337) "
@@ -819,7 +826,9 @@ def parcae_stability_md(rows, done, brackets):
     for m, (lrs, best, grid) in brackets.items():
         md.append(f"Table 21's rate for the {m} on tiny Shakespeare (seed 1337, whole val stream): " +
                   ' | '.join(f'{lr:g}: {grid[lr]:.3f}' for lr in lrs) + f". Best {best:g}, inside the grid"
-                  + ('.' if best not in (lrs[0], lrs[-1]) else ' edge (the grid stopped at 7 rates).'))
+                  + ('' if best not in (lrs[0], lrs[-1]) else ' edge (the grid stopped at 7 rates)') +
+                  '; the mean over every seed at the best two: ' +
+                  ', '.join(f'{lr:g}: {v:.3f}' for lr, v in finals[m].items()) + f" -> {chosen[m]:g}.")
     return md
 
 
