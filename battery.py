@@ -153,16 +153,19 @@ CHANCE.update({f'{t}_far': CHANCE[t] for t in NEAR})
 
 
 # The depth task: the answer needs k sequential lookups. A random 8-cycle over 8 of the 26
-# letters is listed as pairs "x>y" in random order; the answer is the letter k steps along it from
-# the queried one. Each step is one lookup in the context that depends on the one before, so a
-# model needs about one attention layer (or loop step) per hop; loss on the answers only
-# (train.py --loss_on=answers) leaves no shortcut through the rest of the text. Seven more queries
-# of the same listing follow (the suffix), each naming its own letter and hop count, no pair twice,
-# each answer scored in training, so that one listing teaches the lookup eight times, the one-hop
-# case among them. The scores (eval.py) read the first answer only, the one no earlier answer can
-# shorten. Every query asked at one k would leak: the answers of a listing at one k are a
-# permutation, so the later ones follow by elimination (a probe learned that and no lookup).
-#     hop3 c>f a>c f>b b>d d>g g>e e>h h>a ? a 3 = b ? e 1 = f ? h 5 = b ...
+# letters is listed as pairs "xy" (x's successor y) in random order; a query is the hop count k and
+# a letter, and the answer, right after it, is the letter k steps along the cycle. Each step is one
+# lookup in the context that depends on the one before, so a model needs about one attention layer
+# (or loop step) per hop; loss on the answers only (train.py --loss_on=answers) leaves no shortcut
+# through the rest of the text. The layout is associative recall's (key and value adjacent, the
+# answer right after the key), where one hop is an induction head's copy: with the pair as "x>y" and
+# the query "? x k =" a GPT 3L learned no lookup at all. Seven more queries of the same listing
+# follow (the suffix), each naming its own letter and hop count, no pair twice, each answer scored in
+# training, so that one listing teaches the lookup eight times, the one-hop case among them. The
+# scores (eval.py) read the first answer only, the one no earlier answer can shorten. Every query
+# asked at one k would leak: the answers of a listing at one k are a permutation, so the later ones
+# follow by elimination (a probe learned that and no lookup).
+#     hop3 cf ac fb bd dg ge eh ha 3ab 1eh 5hd ...
 HOPS = (1, 2, 3, 4, 5, 6)
 HOP_LETTERS = 8
 HOP_QUERIES = 8
@@ -171,11 +174,11 @@ HOP_QUERIES = 8
 def _hop(k):
     def hop(rng):
         cycle = rng.sample(LETTERS, HOP_LETTERS)
-        pairs = [f'{a}>{b}' for a, b in zip(cycle, cycle[1:] + cycle[:1])]
+        pairs = [a + b for a, b in zip(cycle, cycle[1:] + cycle[:1])]
         rng.shuffle(pairs)
         first = rng.randrange(HOP_LETTERS)
         others = [(q, j) for q in range(HOP_LETTERS) for j in HOPS if (q, j) != (first, k)]
-        qa = [(f' ? {cycle[q]} {j} =', ' ' + cycle[(q + j) % HOP_LETTERS])
+        qa = [(f' {j}{cycle[q]}', cycle[(q + j) % HOP_LETTERS])
               for q, j in [(first, k)] + rng.sample(others, HOP_QUERIES - 1)]
         return f'hop{k} ' + ' '.join(pairs) + qa[0][0], qa[0][1], ''.join(q + a for q, a in qa[1:])
     return hop
@@ -183,10 +186,10 @@ def _hop(k):
 
 def suffix_answers(task, suffix):
     """The (start, end) character spans of the further answers in an example's suffix: the hop
-    tasks' later queries (' = x' after each ' ?'); none for every other task."""
+    tasks' later queries (the letter after each ' k x'); none for every other task."""
     if task not in HOP_TASKS:
         return []
-    return [(m.start() + 2, m.end()) for m in re.finditer(r' = [a-z]', suffix)]
+    return [m.span(1) for m in re.finditer(r' [1-9][a-z]([a-z])', suffix)]
 
 
 HOP_TASKS = {f'hop{k}': _hop(k) for k in HOPS}

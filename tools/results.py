@@ -1421,7 +1421,7 @@ def depth_md(acc, grids, best, out):
     md = ["Each GPT's rate: the lowest answer loss of seed 1337 over " + '; '.join(
               f"{name} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) for name in grids) +
           f". {tokens_seen(out):,} tokens seen ({tokens_seen(out) / n_params:.0f} per parameter of the 6L's "
-          f"{n_params:,}), of which the answers are 16 in every ~117 (8 queries per listing; the first one scored).", '',
+          f"{n_params:,}), of which the answers are 8 in every 61 (8 queries per listing; the first one scored).", '',
           f'| hops k | chance | {shallow} | {deep} | {deep} - {shallow} | verdict |', '|---|---|---|---|---|---|']
     gate = []
     for t in acc[deep]:

@@ -5,7 +5,7 @@
 out_dir = 'out-results/depth/gpt_3l'
 dataset = 'hops'
 loss_on = 'answers'
-block_size = 128                   # an example (a listing and its 8 queries) is ~117 characters
+block_size = 128                   # an example (a listing and its 8 queries) is 61 characters
 batch_size = 32                    # at 16 the one-lookup stage never read the query (its loss at ln 8 for 3,000 iterations)
 eval_interval = 500
 eval_iters = 20
