@@ -341,14 +341,12 @@ def report_runs(paper, spec, seeds, iters, metric='loss'):
         grids[name] = {lr: score(lr) for lr in lrs}
     # one seed picks a rate beside the edge where another seed stalls (TextNCA's 4e-3, next to 8e-3's
     # divergence): the two best rates of the first seed's grid train every seed, the lower mean wins
-    finals = {name: sorted(grid, key=lambda lr: (grid[lr] if math.isfinite(grid[lr]) else math.inf, lr))[:2]
-              for name, grid in grids.items()}
+    finals = {name: ranked(grid)[:2] for name, grid in grids.items()}
     run_all([(name, key(name, lr), seed) for name, lrs in finals.items() for lr in lrs
              for seed in seed_list(spec, name, seeds)])
     means = {name: {lr: mean_sd([done[(name, key(name, lr), seed)][1] for seed in seed_list(spec, name, seeds)])[0]
                     for lr in lrs} for name, lrs in finals.items()}
-    for name, m in means.items():
-        best[name] = min(finals[name], key=lambda lr: m[lr] if math.isfinite(m[lr]) else math.inf)
+    best.update({name: ranked(m)[0] for name, m in means.items()})
 
     def lr_of(name):
         return key(name, best[head(name)]) if head(name) in best else None
@@ -593,13 +591,18 @@ def fit_forms(T, L, mu):
     return res
 
 
+def ranked(scores):
+    """The rates of {rate: loss} from the lowest loss up, a diverged (NaN) one last, a tie to the lower rate."""
+    return sorted(scores, key=lambda lr: (scores[lr] if math.isfinite(scores[lr]) else math.inf, lr))
+
+
 def bracket(lrs, loss, most=7):
     """A grid of rates widened by 2x at the edge where the lowest loss lies, until it lies inside (or the
     grid has `most` rates); loss(lr) trains what it needs. Returns (the rates, the best)."""
     lrs = sorted(lrs)
     while True:
         got = {lr: loss(lr) for lr in lrs}
-        best = min(lrs, key=lambda lr: got[lr] if math.isfinite(got[lr]) else math.inf)
+        best = ranked(got)[0]
         if best not in (lrs[0], lrs[-1]) or len(lrs) >= most:
             return lrs, best
         lrs = sorted(lrs + [best / 2 if best == lrs[0] else best * 2])
@@ -640,11 +643,10 @@ def parcae(seeds, iters):
         brackets[m] = (lrs, best, {lr: loss_of(m)(lr) for lr in lrs})
     ss = seed_list(spec, None, seeds)
     # as report_runs: every seed at the bracket's best two rates on Shakespeare, the lower mean wins
-    two = {m: sorted(lrs, key=lambda lr: (grid[lr] if math.isfinite(grid[lr]) else math.inf, lr))[:2]
-           for m, (lrs, _, grid) in brackets.items()}
+    two = {m: ranked(grid)[:2] for m, (_, _, grid) in brackets.items()}
     parcae_train([(*muon_run(m, 'Shakespeare', lr), s) for m in PARCAE_TUNED for lr in two[m] for s in ss], done, iters)
     finals = {m: {lr: parcae_row(done, muon_run(m, 'Shakespeare', lr)[0])['mean'] for lr in two[m]} for m in PARCAE_TUNED}
-    chosen = {m: min(two[m], key=lambda lr: f[lr] if math.isfinite(f[lr]) else math.inf) for m, f in finals.items()}
+    chosen = {m: ranked(f)[0] for m, f in finals.items()}
     rate = {m: chosen[PARCAE_TUNED[0] if m.startswith('GPT') else PARCAE_TUNED[1]] for m in spec['depth']}
     slow = ('GPT 12L', 'Parcae', 'GPT 6L', 'Parcae mu=1')     # the longest first: two run at once
     depth = {st: [muon_run(m, st, rate[m])[0] for m in spec['depth']] for st in spec['settings']}
