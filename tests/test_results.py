@@ -15,6 +15,16 @@ import models
 from train import resolve_config
 
 
+def made_up_run(args, out, vocab_size, seed=None):
+    """A run folder as train.py starts it: its config.json, resolved from the run's arguments; nothing trains."""
+    os.makedirs(out, exist_ok=True)
+    cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a for a in args
+                          if not a.startswith('--init_from=')] + [f'--vocab_size={vocab_size}'] +
+                         ([f'--seed={seed}'] if seed is not None else []))
+    json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
+    return cfg
+
+
 def n_params(args, vocab_size):
     cfg = resolve_config(args + [f'--vocab_size={vocab_size}'])
     return sum(p.numel() for p in models.build_model(cfg['model'], cfg).parameters())
@@ -492,10 +502,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     trained = []
 
     def train(args, out, seed, iters):
-        os.makedirs(out, exist_ok=True)
-        cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a
-                                     for a in args] + ['--vocab_size=44'])
-        json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
+        made_up_run(args, out, 44)
         trained.append((out, seed))
         return 60.0
 
@@ -636,10 +643,7 @@ def test_textnca_report_reads_every_run_where_it_trained(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
     def train(args, out, seed, iters):
-        os.makedirs(out, exist_ok=True)
-        cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a
-                                     for a in args] + ['--vocab_size=65', f'--seed={seed}'])
-        json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
+        made_up_run(args, out, 65, seed)
         return 60.0
 
     def evaluate(out, *a):
@@ -673,10 +677,7 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
 
     def train(args, out, seed, iters, upto=None):
         legs.extend([(out, seed, upto, a[len('--init_from='):]) for a in args if a.startswith('--init_from=')])
-        os.makedirs(out, exist_ok=True)
-        cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a for a in args
-                              if not a.startswith('--init_from')] + [f'--vocab_size={vocab}', f'--seed={seed}'])
-        json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
+        made_up_run(args, out, vocab, seed)
         return 60.0
 
     def score(out):   # each model best at its config's rate but the GPT 4L / Mamba2, best at half of it
@@ -734,10 +735,7 @@ def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
 
     def train(args, out, seed, iters):
         trained.append((out, seed))
-        os.makedirs(out, exist_ok=True)
-        cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a for a in args]
-                             + ['--vocab_size=65'])
-        json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
+        made_up_run(args, out, 65)
         json.dump({'seconds': 60.0}, open(os.path.join(out, 'done.json'), 'w'))
         return 60.0
 
