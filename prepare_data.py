@@ -976,7 +976,8 @@ def _stop(signum, frame):   # SIGTERM (a scheduler), SIGHUP (a closed terminal):
 
 def main(argv=None):
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _stop)
+        if signal.getsignal(sig) is not signal.SIG_IGN:     # nohup's SIGHUP stays ignored
+            signal.signal(sig, _stop)
     p = Parser(description='Prepare a dataset: data/<name>/{train,val}.bin + meta.json '
                                             '(see the docstring of prepare_data.py).')
     p.add_argument('name', help=f'{", ".join(SOURCES)}, or any name with --input FILE')

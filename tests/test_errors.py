@@ -374,10 +374,11 @@ def start_train(d, *args):
     import subprocess
     import signal
     cmd = [sys.executable, 'train.py', f'--data_dir={d}/data', *TINY, *args]
-    # SIGINT as a terminal delivers it, even where the suite runs in the background (which ignores it)
+    # SIGINT and SIGHUP as a terminal delivers them, even where the suite runs in the background (which
+    # ignores SIGINT) or under nohup (which ignores SIGHUP, and train.py rightly keeps it ignored)
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGHUP)])
 
 
 def interrupt_when(p, words, sig=None):
@@ -767,10 +768,13 @@ SLOW_PREPARE = ('import sys, time\nimport prepare_data as P\nids = P._char_ids\n
 
 
 def prepare_until_writing(text, out):
-    """prepare_data.py mine --input text --out_dir out, in a child that stops for a minute inside its writing."""
+    """prepare_data.py mine --input text --out_dir out, in a child that stops for a minute inside its writing
+    (with a terminal's SIGHUP, even where the suite runs under nohup)."""
+    import signal
     import subprocess
     p = subprocess.Popen([sys.executable, '-c', SLOW_PREPARE, 'mine', '--input', str(text), '--out_dir', str(out)],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     assert p.stdout.readline() == 'WRITING\n'
     return p
 
@@ -799,6 +803,15 @@ def test_a_signalled_prepare_removes_its_work_and_a_killed_ones_is_removed_later
         assert p.returncode == code and 'Traceback' not in err, err
         assert lines == [f'interrupted ({sig.name}): any previous dataset there is unchanged'], err
         assert sorted(os.listdir(out)) == ['mine'] and {f: digest(out / 'mine' / f) for f in before} == before
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:    # under nohup a closed terminal does not stop it: an ignored SIGHUP stays ignored
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        with pytest.raises(SystemExit):
+            prepare_data.main(['--help'])
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is prepare_data._stop
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
     p = prepare_until_writing(text, out)
     p.kill()                        # kill -9: nothing runs on the way out
     p.communicate(timeout=60)
