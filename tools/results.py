@@ -198,7 +198,8 @@ PAPERS = {
                  'on a task whose answer is k sequential lookups away, a 6-layer GPT beats a 3-layer one from k = 3 on',
         'seeds': 3,
         'data': "battery.py's hops (hop1 ... hop6: a random 8-cycle of letters listed as pairs, the answer k steps "
-                "along it; every letter asked in turn, loss on the answers only, the first answer scored)",
+                "along it; eight queries a listing, each its own letter and k, loss on the answers only, the first "
+                "answer scored)",
         'datasets': [('hops', 'hops')],
         'metric': 'answer loss',
         'runs': {'GPT 3L': [CFG + 'depth/gpt_3l.py'], 'GPT 6L': [CFG + 'depth/gpt_6l.py']},
