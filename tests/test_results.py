@@ -4,6 +4,7 @@ is one line. Nothing here trains a model."""
 import json
 import math
 import os
+import re
 import subprocess
 
 import pytest
@@ -579,7 +580,10 @@ def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_
 
 def test_the_headline_gap_at_two_sizes_against_tokens_per_parameter(monkeypatch):
     # made-up rows: the model trails its control by 0.10 at 1.5 tokens per parameter and leads by 0.05 at 25
-    monkeypatch.setattr(results, 'counts', lambda out: (0, 100_000 if 'small' in out else 500_000, 0))
+    # the model (nca) has 4/5 of its control's non-embedding parameters and twice its FLOPs per token
+    monkeypatch.setattr(results, 'counts', lambda out: (0, (80_000 if 'small' in out else 400_000) if 'nca' in out else
+                                                        (100_000 if 'small' in out else 500_000),
+                                                        2e6 if 'nca' in out else 1e6))
     monkeypatch.setattr(results, 'tokens_seen', lambda out: 2_500_000 if 'small' in out else 750_000)
 
     def row(run, *ls):
@@ -589,11 +593,11 @@ def test_the_headline_gap_at_two_sizes_against_tokens_per_parameter(monkeypatch)
     small = [row('nca', 2.30, 2.31, 2.32), row('TF', 2.35, 2.36, 2.37)]
     fig, ax = results.plt.subplots()
     md = results.sizes('x', 'nca', [('TF d96', 'TF')], [('x', big), ('x-small', small)], ax)
-    assert md[2:] == ['| TF d96 | 500,000 | 1.5 | +0.100 +- 0.020 | run lower |',
-                      '| TF | 100,000 | 25.0 | -0.050 +- 0.020 | holds |', '',
+    assert md[2:] == ['| TF d96 | 400,000 / 500,000 | 2.00M / 1.00M | 1.9 / 1.5 | +0.100 +- 0.020 | run lower |',
+                      '| TF | 80,000 / 100,000 | 2.00M / 1.00M | 31.2 / 25.0 | -0.050 +- 0.020 | holds |', '',
                       'Every gap is outside two sd at one size at least.']
-    xs, ys = ax.lines[0].get_data()
-    assert list(xs) == [1.5, 25.0] and [round(y, 3) for y in ys] == [0.1, -0.05]
+    xs, ys = ax.lines[0].get_data()     # against the model's own tokens per parameter
+    assert list(xs) == [1.875, 31.25] and [round(y, 3) for y in ys] == [0.1, -0.05]
     results.plt.close(fig)
 
 
@@ -704,7 +708,7 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
     assert all(r['mean'] < 1.56 for r in rows if 'lr' in r)     # every tuned row read at its best rate
     assert f"{low}: 0.0005 " in md and '-> 0.001' in md
     if paper == 'fon':
-        assert len(by['FON PC']['seeds']) == 3 and '| Mamba2 | 222,064 | 20.8 |' in md
+        assert len(by['FON PC']['seeds']) == 3 and re.search(r'\| Mamba2 \| [\d,]+ / 222,064 \| [^|]+ \| [\d.]+ / 20\.8 \|', md)
         assert len([a for a in fig.axes if a.has_data()]) == 4
         # each infill arm fine-tunes every seed of its own pretraining (at its model's rate), leg by leg up to
         # the first leg of 2,000 or more past every prior
@@ -719,7 +723,8 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
     if paper == 'workspace':   # the second size, read where it trained: the GPT 4L at its own rate there too
         assert os.path.isdir('out-results/workspace-small/GPT_4L_lr_0_001-s11')
         assert 'the workspace 152,229 parameters' in md and '2,764,800 bytes' in md
-        assert '| GPT 4L | 783,064 | 1.3 | +0.000 +- 0.023 | tie |' in md and '| GPT 4L | 133,668 | 20.7 |' in md
+        assert '| GPT 4L | 746,187 / 783,064 | 18.12M / 5.44M | 1.4 / 1.3 | +0.000 +- 0.023 | tie |' in md
+        assert '| GPT 4L | 119,889 / 133,668 | 2.96M / 1.08M | 23.1 / 20.7 |' in md
         assert md.split('| workspace against |')[1].count('| tie |') == 10     # five controls at two sizes
         assert 'Not decidable at this scale (a tie at both sizes): workspace against GPT 4L, fixed shared loop, ' in md
         assert len([a for a in fig.axes if a.has_data()]) == 3
@@ -773,7 +778,8 @@ def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
            "0.016 2.193 -> 0.032" in md
     assert "GPT 6L: 0.004 2.193, 0.008 1.500, 0.016 2.193; mean 0.008 1.500, 0.004 2.193 -> 0.008" in md
     assert os.path.isfile('out-results/parcae-small/Parcae_lr_0_032-s1339/config.json')
-    assert '| GPT 6L | 1,215,488 | 0.4 | +0.000 +- 0.000 | tie |' in md and '| GPT 6L | 171,504 | 20.2 |' in md
+    assert '| GPT 6L | 1,214,848 / 1,215,488 | 12.04M / 7.92M | 0.4 / 0.4 | +0.000 +- 0.000 | tie |' in md
+    assert '| GPT 6L | 171,648 / 171,504 | 1.92M / 1.27M | 20.1 / 20.2 |' in md
     assert len(fig.axes) == 10 and fig.axes[4].has_data() and fig.axes[9].has_data()
     assert 'Not decidable at this scale (a tie at both sizes): Parcae against GPT 6L.' in md
     results.plt.close(fig)

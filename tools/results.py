@@ -402,27 +402,26 @@ def rates_md(rows, unit='val loss'):
 def sizes(paper, ref, pairs, both, ax, unit='val loss'):
     """The headline gaps at both sizes: both = [(folder, rows), ...] (the paper's runs, then its small
     size's under out-results/<folder>/), pairs = [(name at the first size, name at the second)]; a
-    table row per pair and size (non-embedding parameters, tokens per parameter, ref's gap to the
-    run with two of the larger sd, the verdict), the pairs not decidable at this scale, and on ax the
-    gap against tokens per parameter."""
-    md = [f'| {ref} against | non-embedding params | tokens per param | {unit} gap ({ref} - run) | verdict |',
-          '|---|---|---|---|---|']
+    table row per pair and size (non-embedding parameters, FLOPs per token and tokens per parameter of
+    ref and of the run, ref's gap to the run with two of the larger sd, the verdict), the pairs not
+    decidable at this scale, and on ax the gap against ref's tokens per parameter."""
+    md = [f'| {ref} against | non-embedding params ({ref} / run) | FLOPs/token | tokens per param | '
+          f'{unit} gap ({ref} - run, +- two sd) | verdict |', '|---|---|---|---|---|---|']
     for i, pair in enumerate(pairs):
         pts = []
         for (folder, rows), name in zip(both, pair):
             by = {r['run']: r for r in rows}
             r, q = by[name], by[ref]
-            out = first_dir(folder, r)
-            non_emb = counts(out)[1]
-            tpp = tokens_seen(out) / non_emb
+            (_, emb_q, fl_q), (_, emb_r, fl_r) = counts(first_dir(folder, q)), counts(first_dir(folder, r))
+            tpp_q, tpp_r = tokens_seen(first_dir(folder, q)) / emb_q, tokens_seen(first_dir(folder, r)) / emb_r
             two_sd = 2 * max(r['sd'], q['sd'])
-            pts.append((tpp, q['mean'] - r['mean'], two_sd))
-            md.append(f"| {name} | {non_emb:,} | {tpp:.1f} | {q['mean'] - r['mean']:+.3f} +- {two_sd:.3f} | "
-                      f"{verdict(q, r)} |")
+            pts.append((tpp_q, q['mean'] - r['mean'], two_sd))
+            md.append(f"| {name} | {emb_q:,} / {emb_r:,} | {fl_q / 1e6:.2f}M / {fl_r / 1e6:.2f}M | "
+                      f"{tpp_q:.1f} / {tpp_r:.1f} | {q['mean'] - r['mean']:+.3f} +- {two_sd:.3f} | {verdict(q, r)} |")
         ax.errorbar([p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts], marker='o', capsize=3,
                     color=f'C{i}', label=pair[-1])
     ax.axhline(0, color='k', lw=0.5)
-    ax.set(title=f'{ref} - run (two sd) against tokens per parameter', xlabel='tokens per non-embedding parameter',
+    ax.set(title=f'{ref} - run (two sd) against tokens per parameter', xlabel=f'tokens per non-embedding parameter of {ref}',
            ylabel=f'{unit} gap (< 0: {ref} lower)', xscale='log')
     ax.legend(fontsize=8)
     return md + ['', *undecided_md(ref, pairs, both)]
