@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 from PIL import Image   # matplotlib's own dependency
 import torch
 
@@ -421,8 +422,10 @@ def sizes(paper, ref, pairs, both, ax, unit='val loss'):
         ax.errorbar([p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts], marker='o', capsize=3,
                     color=f'C{i}', label=pair[-1])
     ax.axhline(0, color='k', lw=0.5)
-    ax.set(title=f'{ref} - run (two sd) against tokens per parameter', xlabel=f'tokens per non-embedding parameter of {ref}',
+    ax.set(title=f'{ref} - run (two sd)', xlabel=f'tokens per non-embedding parameter of {ref}',
            ylabel=f'{unit} gap (< 0: {ref} lower)', xscale='log')
+    ax.set_xticks([p[0] for p in pts], [f'{p[0]:.1f}' for p in pts], minor=False)    # the two sizes, no minor labels
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.legend(fontsize=8)
     return md + ['', *undecided_md(ref, pairs, both)]
 
