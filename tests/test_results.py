@@ -629,6 +629,24 @@ def test_the_second_size_sees_at_least_20_tokens_per_parameter(paper):
         assert cfg['out_dir'].startswith(f'out-results/{paper}/')
 
 
+def test_a_killed_and_resumed_run_counts_its_time_up_to_its_last_checkpoint(tmp_path, monkeypatch):
+    # a run killed 600 s after it started, its last checkpoint written at 500 s, then resumed: its wall
+    # time is the 500 s that made the checkpoint plus the resume's own, not the resume's alone
+    out = str(tmp_path / 'run')
+    calls = []
+    monkeypatch.setattr(results, 'run_with_progress', lambda cmd, name: calls.append(cmd))
+    now = [1000.0]
+    monkeypatch.setattr(results.time, 'time', lambda: now[0])
+    results.train(['cfg.py'], out, 1337, 0)         # the first start: killed, no done.json
+    os.remove(os.path.join(out, 'done.json'))
+    open(os.path.join(out, 'ckpt.pt'), 'w').close()
+    os.utime(os.path.join(out, 'ckpt.pt'), (1500.0, 1500.0))
+    now[0] = 1600.0
+    calls.clear()
+    assert results.train(['cfg.py'], out, 1337, 0) == 500.0 and calls[0][-1] == '--init_from=resume'
+    assert results.train(['cfg.py'], out, 1337, 0) == 500.0 and not calls[1:]     # finished: kept
+
+
 def test_a_tuned_run_s_stated_rate_is_its_config_s_and_its_floor_a_tenth():
     # the config's own rate trains in the run's plain folder, so the stated rate must be the config's; every rate of
     # the bracket then decays to a tenth of itself, as the config's does

@@ -258,12 +258,19 @@ def train(args, out, seed, iters, upto=None):
     done = json.load(open(done_path)) if os.path.isfile(done_path) else None
     if done and (upto is None or done.get('upto', 0) >= upto):
         return done['seconds']
-    init = ['--init_from=resume'] if os.path.isfile(os.path.join(out, 'ckpt.pt')) else []
+    ckpt, started = os.path.join(out, 'ckpt.pt'), os.path.join(out, 'started.json')
+    init = ['--init_from=resume'] if os.path.isfile(ckpt) else []
+    prior = done['seconds'] if done else 0
+    if init and not done and os.path.isfile(started):   # a killed run: its time up to its last checkpoint counts
+        s = json.load(open(started))
+        prior = s['prior'] + max(0.0, os.path.getmtime(ckpt) - s['t0'])
     cmd = [PY, 'train.py', *args, f'--out_dir={out}', f'--seed={seed}', '--always_save_checkpoint=True', *extra, *init]
     print(' '.join(cmd[1:]), flush=True)
     t0 = time.time()
+    os.makedirs(out, exist_ok=True)
+    write_text(started, json.dumps({'t0': t0, 'prior': prior}))
     run_with_progress(cmd, out)
-    seconds = time.time() - t0 + (done['seconds'] if done else 0)
+    seconds = time.time() - t0 + prior
     write_text(done_path, json.dumps({'seconds': seconds, 'command': ' '.join(cmd[1:]), **({'upto': upto} if upto else {})}))
     return seconds
 
