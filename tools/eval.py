@@ -332,9 +332,23 @@ class Evaluator:
             y = self.answer_targets(x, y, split, ix)
         return (x, y, None) if self.causal else self.holed(x, y, split, ix, g)
 
-    def answer_targets(self, x, y, split, starts):
+    def example_batches(self, path, split, T, bs):
+        """A loss_on='answers' run's stream: (x, y, starts) over a window at every example's start, in
+        order, as train.py's windows start (a window that began mid-example would hold another
+        example's listing before its own, which such a run never saw)."""
+        data = np.memmap(path, dtype=np.uint16, mode='r')
+        if (split, T) not in self.starts:
+            self.starts[split, T] = prepare_data.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T, data)
+        starts = self.starts[split, T]
+        for b0 in range(0, len(starts), bs):
+            ix = starts[b0:b0 + bs].tolist()
+            xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
+            yield xy[:, :-1].clone(), xy[:, 1:].clone(), ix
+
+    def answer_targets(self, x, y, split, starts, first_only=False):
         """A loss_on='answers' run's targets: the answer tokens ({split}_answers.bin) of the examples
-        that start inside the window (an answer cut from its example's start is not scored), -1 elsewhere."""
+        that start inside the window (an answer cut from its example's start is not scored), -1 elsewhere.
+        first_only: those of the example the window starts with (the stream's: each answer scored once)."""
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}_answers.bin')
         if not os.path.isfile(path):
             raise ConfigError(f"{path} not found: this run trained on the answer spans only (loss_on='answers')")
@@ -343,9 +357,11 @@ class Evaluator:
         newline = get_tokenizer(self.meta)[0]('\n')[0]
         marks = torch.from_numpy(np.stack([mark[i + 1:i + 1 + y.shape[1]] for i in starts])).bool()
         for r, i in enumerate(starts):     # target j is token j + 1 of the window
+            after = (x[r] == newline).nonzero()
             if i > 0 and data[i - 1] != newline:
-                after = (x[r] == newline).nonzero()
                 marks[r, :int(after[0]) if len(after) else len(marks[r])] = False
+            elif first_only and len(after):
+                marks[r, int(after[0]):] = False
         return y.masked_fill(~marks, -1)
 
     def holed(self, x, y, split, starts, g):
@@ -376,18 +392,19 @@ class Evaluator:
                 raise ConfigError(f"{path} not found")
             bs = max(1, self.tcfg['batch_size'] * self.tcfg['block_size'] // T)
             seen = 0
-            for b, (x, y) in enumerate(stream_batches(path, T, bs)):
+            for b, (x, y, starts) in enumerate(self.example_batches(path, split, T, bs) if self.answers_only else
+                                               ((x, y, [(b * bs + r) * (T + 1) for r in range(len(x))])
+                                                for b, (x, y) in enumerate(stream_batches(path, T, bs)))):
                 if max_targets is not None and seen >= max_targets:
                     break
                 if max_targets is not None and seen + y.numel() > max_targets:
                     keep = max(1, (max_targets - seen) // T)
-                    x, y = x[:keep], y[:keep]
+                    x, y, starts = x[:keep], y[:keep], starts[:keep]
                 seen += y.numel()
                 if self.answers_only:
-                    y = self.answer_targets(x, y, split, [(b * bs + r) * (T + 1) for r in range(len(x))])
+                    y = self.answer_targets(x, y, split, starts, first_only=True)
                 if not self.causal:     # every block holed, with a generator of its own
-                    yield self.holed(x, y, split, [(b * bs + r) * (T + 1) for r in range(len(x))],
-                                     self.generator('stream', split, T, b))
+                    yield self.holed(x, y, split, starts, self.generator('stream', split, T, b))
                     continue
                 yield x, y, None
             return
