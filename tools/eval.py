@@ -18,7 +18,8 @@ Scoring. Default: train.py's own eval set (batches.get(split, -1 - k), k < eval_
 checkpoint's seed, batch_size and block_size), so the val loss equals the one train.py logged.
 --stream=True: every complete block of block_size + 1 tokens of the split's stream, in order,
 the first token of a block context only, the trailing incomplete block dropped and the last short
-batch kept (the causal-workspace paper's protocol). Loss is the mean NLL over scored targets; bits
+batch kept (the causal-workspace paper's protocol); a loss_on=answers run's: every example once, in
+a window from its start, its own answers scored. Loss is the mean NLL over scored targets; bits
 per token = loss / ln 2; bits per byte = total NLL / ln 2 / the UTF-8 bytes the scored targets
 stand for (byte tokenizer: 1 per symbol, the row separator included, as the workspace paper
 counts it; char: the character's bytes; gpt2: the token's bytes). A checkpoint trained with
@@ -447,6 +448,8 @@ class Evaluator:
                                         'sequence holed: answer spans, else stride self-holing)')
         if self.answers_only:
             holes += '; the answer spans only (trained with loss_on=answers)'
+        if self.opt['stream'] and self.answers_only:
+            return f"stream (every example once, in a window of {self.tcfg['block_size'] + 1} from its start){holes}"
         if self.opt['stream']:
             return f"stream (every complete block of {self.tcfg['block_size'] + 1}){holes}"
         return f"train.py eval set ({self.tcfg['eval_iters']} x {self.tcfg['batch_size']} x {self.tcfg['block_size']}){holes}"
