@@ -27,6 +27,7 @@ Sources (NAME), and the default tokenizer:
                     val from seed + VAL_SEED_OFFSET
   hops              offline, the same format: battery.py's depth task (hop1 ... hop6, the answer k
                     pointer lookups away), to train with --loss_on=answers
+  hops1             the same with every query one hop: the depth gate's first stage
   any other NAME    with --input FILE: a local text file, first 90% train (--val_frac), char
 --input also works offline for the named sources: a text file (90/10), or the download itself
 (wikitext-103-raw-v1.zip or its folder, enwik8.zip or enwik8, a folder with the two TinyStories
@@ -182,6 +183,7 @@ SOURCES = {
                     None),  # shard_00000.parquet ... (--shards) + the val shard
     'synthetic': ('char', None, []),
     'hops': ('char', None, []),
+    'hops1': ('char', None, []),
 }
 FINEWEB_VAL_SHARD = 1822  # the last shard, nanochat's validation shard
 # checksums: char-rnn publishes none for tiny shakespeare's input.txt; this is the sha256 that

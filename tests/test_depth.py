@@ -40,6 +40,24 @@ def test_hop_answers_follow_the_pointers_k_times(task):
     assert suffix_answers('add', ' = 5 ? x = y') == []
 
 
+def test_the_first_stage_asks_every_letter_one_hop_in_the_task_s_alphabet(tmp_path):
+    # hops1 (the gate's first stage, whose weights start the task): the task's layout with all eight queries
+    # one hop, each letter once, written with the same vocabulary as hops so one model reads both
+    import random
+    from battery import DATASETS
+    for seed in range(100):
+        prompt, answer, suffix = DATASETS['hops1']['hop1'](random.Random(seed))
+        name, *pairs, query = prompt.split(' ')
+        nxt = dict(pairs)
+        asked = [query] + [a[:2] for a in suffix.split(' ')[1:]]
+        assert name == 'hop1' and all(a[0] == '1' for a in asked) and sorted(a[1] for a in asked) == sorted(nxt)
+        assert [answer] + [a[2] for a in suffix.split(' ')[1:]] == [nxt[a[1]] for a in asked]
+    for name in ('hops', 'hops1'):
+        prepare_data.prepare(name, out_dir=str(tmp_path), n_train=50, n_val=20, quiet=True)
+    meta = [json.load(open(tmp_path / n / 'meta.json')) for n in ('hops', 'hops1')]
+    assert meta[0]['itos'] == meta[1]['itos'] and meta[1]['tasks'] == ['hop1']
+
+
 def test_no_later_answer_follows_by_elimination():
     # at one k a listing's answers are a permutation, so the last would be known without a lookup; the seven
     # later queries mix hop counts: over many listings, a later answer repeats an earlier one about as often as

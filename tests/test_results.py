@@ -504,7 +504,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
 
     def train(args, out, seed, iters):
         made_up_run(args, out, 44)
-        trained.append((out, seed))
+        trained.append((out, seed, args))
         return 60.0
 
     def lr_of(out):
@@ -524,7 +524,14 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     rows, fig, md = results.depth(3, 0)
     assert [r['run'] for r in rows] == ['GPT 3L (lr 0.001)', 'GPT 6L (lr 0.00025)']
     assert all(r['seeds'] == [1337, 1338, 1339] and r['mean'] == 1.0 for r in rows)
-    assert sum('6L' in o for o, _ in trained) == 5 + 2 and sum('3L' in o for o, _ in trained) == 3 + 2   # grids + seeds
+    # grids + seeds, each run twice: its one-hop stage, then the task from that stage's weights
+    assert sum('6L' in o for o, _, _ in trained) == 2 * (5 + 2) and sum('3L' in o for o, _, _ in trained) == 2 * (3 + 2)
+    order = [o for o, _, _ in trained]
+    for out, seed, args in trained:
+        if '_one_hop-' not in out:
+            first = out.replace('-s', '_one_hop-s')
+            assert order.index(first) < order.index(out) and args[-1] == f'--init_from={first}'
+            assert results.CFG + 'depth/one_hop.py' in trained[order.index(first)][2]
     table = [line for line in md.splitlines() if line.startswith('| ') and line[2].isdigit()]
     assert len(table) == len(battery.HOPS)
     if deep_wins:

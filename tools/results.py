@@ -201,9 +201,10 @@ PAPERS = {
         'data': "battery.py's hops (hop1 ... hop6: a random 8-cycle of letters listed as pairs, the answer k steps "
                 "along it; eight queries a listing, each its own letter and k, loss on the answers only, the first "
                 "answer scored)",
-        'datasets': [('hops', 'hops')],
+        'datasets': [('hops', 'hops'), ('hops1', 'hops1')],
         'metric': 'answer loss',
         'runs': {'GPT 3L': [CFG + 'depth/gpt_3l.py'], 'GPT 6L': [CFG + 'depth/gpt_6l.py']},
+        'first_stage': [CFG + 'depth/one_hop.py'],     # every query one hop, then the task from its weights
     },
     'battery': {
         'claim': 'Table 8: in fill mode FON fills where the causal Transformer fails; the bidirectional encoder is the '
@@ -1381,13 +1382,13 @@ HOP_N = 200                        # val examples read per hop count (the split 
 
 def depth(seeds, iters):
     """The depth gate: on battery.py's hops (the answer k pointer lookups away, the loss on the answer
-    only), a GPT 3L and a GPT 6L, each at its own best rate (bracket() over DEPTH_LRS on seed 1337, by
+    only; each run after a first stage with every query one hop, hops1), a GPT 3L and a GPT 6L, each at its own best rate (bracket() over DEPTH_LRS on seed 1337, by
     the answer loss on the whole val stream), then over seeds at that rate; exact match of greedy
     generation after the prompt on HOP_N val examples per k. The gate holds where the 6-layer GPT is
     ahead by more than two sd at every k >= 3: only then can this task show what depth buys a looped
     model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls).
 
-        python prepare_data.py hops && python -m tools.results depth"""
+        python prepare_data.py hops && python prepare_data.py hops1 && python -m tools.results depth"""
     spec, done = PAPERS['depth'], {}
     depth_train([(name, lr, 1337) for name in spec['runs'] for lr in DEPTH_LRS], done, iters)
     grids, best = {}, {}
@@ -1408,7 +1409,7 @@ def depth(seeds, iters):
                      'mean': m, 'sd': sd, 'seconds': sum(g[0] for g in got)})
         acc[name] = {t: dict(zip(('mean', 'sd'), mean_sd([g[2][t] for g in got]))) for t in got[0][2]}
     _, deep = spec['runs']
-    md = depth_md(acc, grids, best, run_dir('depth', f'{deep} lr {best[deep]:g}', ss[0]))
+    md = depth_md(acc, grids, best, *[run_dir('depth', f'{deep} lr {best[deep]:g}{stage}', ss[0]) for stage in ('', ' one hop')])
     return rows, depth_figure(acc, grids, best), '\n'.join(md)
 
 
@@ -1418,22 +1419,26 @@ def depth_train(jobs, done, iters):
 
 
 def depth_run(name, lr, seed, iters):
-    """One GPT of the gate at one rate and seed: (seconds, answer loss on the val stream, {task: exact match})."""
-    out = run_dir('depth', f'{name} lr {lr:g}', seed)
-    secs = train(PAPERS['depth']['runs'][name] + [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}'], out, seed, iters)
+    """One GPT of the gate at one rate and seed, its one-hop stage first: (seconds, answer loss on the
+    val stream, {task: exact match})."""
+    spec, rate = PAPERS['depth'], [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}']
+    first, out = run_dir('depth', f'{name} lr {lr:g} one hop', seed), run_dir('depth', f'{name} lr {lr:g}', seed)
+    secs = train(spec['runs'][name] + spec['first_stage'] + rate, first, seed, iters)
+    secs += train(spec['runs'][name] + rate + [f'--init_from={first}'], out, seed, iters)
     hops = eval_json(out, 'battery.json', '--battery=True', f'--battery_n={HOP_N}')['tasks']
     return secs, evaluate(out, '--stream=True')['loss'], {t: r['generate'] for t, r in hops.items()}
 
 
-def depth_md(acc, grids, best, out):
+def depth_md(acc, grids, best, out, first):
     """The rate brackets, the exact match per hop count with the verdicts, and the gate."""
     from battery import CHANCE
     shallow, deep = PAPERS['depth']['runs']
     n_params = build_model('gpt', {**json.load(open(os.path.join(out, 'config.json')))}).num_params()
     md = ["Each GPT's rate: the lowest answer loss of seed 1337 over " + '; '.join(
               f"{name} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) for name in grids) +
-          f". {tokens_seen(out):,} tokens seen ({tokens_seen(out) / n_params:.0f} per parameter of the 6L's "
-          f"{n_params:,}), of which the answers are 8 in every 61 (8 queries per listing; the first one scored).", '',
+          f". {tokens_seen(out):,} tokens seen on the task after {tokens_seen(first):,} on "
+          f"its one-hop stage ({tokens_seen(out) / n_params:.0f} per parameter of the 6L's "
+          f"{n_params:,}), 8 answers in every window (one listing a window; the first answer scored).", '',
           f'| hops k | chance | {shallow} | {deep} | {deep} - {shallow} | verdict |', '|---|---|---|---|---|---|']
     gate = []
     for t in acc[deep]:
@@ -1527,7 +1532,7 @@ def main(argv):
     for dataset, prepare in PAPERS[paper].get('datasets', [('shakespeare_char', 'shakespeare_char')]):
         if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):
             fail(f"no data/{dataset}: run python prepare_data.py {prepare} first"
-                 + ('' if dataset in ('synthetic', 'hops') else ' (offline: add --input path/to/input.txt)'))
+                 + ('' if dataset in ('synthetic', 'hops', 'hops1') else ' (offline: add --input path/to/input.txt)'))
     global ITERS
     seeds, ITERS = int(opts.get('seeds', PAPERS[paper]['seeds'])), int(opts.get('iters', 0))
     try:
