@@ -1382,8 +1382,9 @@ HOP_N = 200                        # val examples read per hop count (the split 
 
 def depth(seeds, iters):
     """The depth gate: on battery.py's hops (the answer k pointer lookups away, the loss on the answer
-    only; each run after a first stage with every query one hop, hops1), a GPT 3L and a GPT 6L, each at its own best rate (bracket() over DEPTH_LRS on seed 1337, by
-    the answer loss on the whole val stream), then over seeds at that rate; exact match of greedy
+    only; each run after a first stage with every query one hop, hops1), a GPT 3L and a GPT 6L, each
+    at its own best rate (bracket() over DEPTH_LRS on seed 1337, by the answer loss on the whole val
+    stream), then over seeds at that rate; exact match of greedy
     generation after the prompt on HOP_N val examples per k. The gate holds where the 6-layer GPT is
     ahead by more than two sd at every k >= 3: only then can this task show what depth buys a looped
     model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls).
@@ -1409,7 +1410,8 @@ def depth(seeds, iters):
                      'mean': m, 'sd': sd, 'seconds': sum(g[0] for g in got)})
         acc[name] = {t: dict(zip(('mean', 'sd'), mean_sd([g[2][t] for g in got]))) for t in got[0][2]}
     _, deep = spec['runs']
-    md = depth_md(acc, grids, best, *[run_dir('depth', f'{deep} lr {best[deep]:g}{stage}', ss[0]) for stage in ('', ' one hop')])
+    out, first = (run_dir('depth', f'{deep} lr {best[deep]:g}{stage}', ss[0]) for stage in ('', ' one hop'))
+    md = depth_md(acc, grids, best, out, first)
     return rows, depth_figure(acc, grids, best), '\n'.join(md)
 
 
