@@ -188,18 +188,19 @@ def _hop(k, hops=HOPS):
 def suffix_answers(task, suffix):
     """The (start, end) character spans of the further answers in an example's suffix: the hop
     tasks' later queries (the letter after each ' k x'); none for every other task."""
-    if task not in HOP_TASKS:
+    if task not in HOP_TASKS and task not in ONE_HOP:
         return []
     return [m.span(1) for m in re.finditer(r' [1-9][a-z]([a-z])', suffix)]
 
 
 HOP_TASKS = {f'hop{k}': _hop(k) for k in HOPS}
-CHANCE.update({t: 1 / (HOP_LETTERS - 1) for t in HOP_TASKS})   # any listed letter but the queried one
-ALL_TASKS = {**TASKS, **HOP_TASKS}
-# prepare_data.py NAME -> the tasks it holds. hops1, every query one hop, is the depth gate's first stage:
-# among mixed hop counts neither GPT learned even the one-hop lookup in 10,000 iterations (each hop
-# count's answers at chance); learned first, it stays exact through the mixed task.
-DATASETS = {'synthetic': TASKS, 'hops': HOP_TASKS, 'hops1': {'hop1': _hop(1, hops=(1,))}}
+# the depth gate's first stage (prepare_data.py hops1): every query one hop. Among mixed hop counts
+# neither GPT learned even the one-hop lookup in 10,000 iterations (each hop count's answers at
+# chance); learned first, it stays exact through the mixed task.
+ONE_HOP = {'onehop': _hop(1, hops=(1,))}
+CHANCE.update({t: 1 / (HOP_LETTERS - 1) for t in {**HOP_TASKS, **ONE_HOP}})   # any listed letter but the queried one
+ALL_TASKS = {**TASKS, **HOP_TASKS, **ONE_HOP}
+DATASETS = {'synthetic': TASKS, 'hops': HOP_TASKS, 'hops1': ONE_HOP}   # prepare_data.py NAME -> the tasks it holds
 
 
 def evidence_gap(prompt, answer, suffix):

@@ -43,19 +43,21 @@ def test_hop_answers_follow_the_pointers_k_times(task):
 def test_the_first_stage_asks_every_letter_one_hop_in_the_task_s_alphabet(tmp_path):
     # hops1 (the gate's first stage, whose weights start the task): the task's layout with all eight queries
     # one hop, each letter once, written with the same vocabulary as hops so one model reads both
-    import random
-    from battery import DATASETS
-    for seed in range(100):
-        prompt, answer, suffix = DATASETS['hops1']['hop1'](random.Random(seed))
-        name, *pairs, query = prompt.split(' ')
-        nxt = dict(pairs)
-        asked = [query] + [a[:2] for a in suffix.split(' ')[1:]]
-        assert name == 'hop1' and all(a[0] == '1' for a in asked) and sorted(a[1] for a in asked) == sorted(nxt)
-        assert [answer] + [a[2] for a in suffix.split(' ')[1:]] == [nxt[a[1]] for a in asked]
     for name in ('hops', 'hops1'):
         prepare_data.prepare(name, out_dir=str(tmp_path), n_train=50, n_val=20, quiet=True)
     meta = [json.load(open(tmp_path / n / 'meta.json')) for n in ('hops', 'hops1')]
-    assert meta[0]['itos'] == meta[1]['itos'] and meta[1]['tasks'] == ['hop1']
+    assert meta[0]['itos'] == meta[1]['itos'] and meta[1]['tasks'] == ['onehop']
+    itos = meta[1]['itos']
+    ids = np.fromfile(tmp_path / 'hops1' / 'train.bin', dtype=np.uint16)
+    marks = np.fromfile(tmp_path / 'hops1' / 'train_answers.bin', dtype=np.uint8)
+    lines = ''.join(itos[i] for i in ids).split('\n')[:-1]
+    assert len(lines) == 50 and marks.sum() == 8 * 50                   # what was written: every answer marked
+    for line in lines:
+        name, *pairs = line.split(' ')[:9]
+        nxt = dict(pairs)
+        asked = line.split(' ')[9:]
+        assert name == 'hop1' and len(asked) == 8 and sorted(a[1] for a in asked) == sorted(nxt)
+        assert all(a[0] == '1' and a[2] == nxt[a[1]] for a in asked)
 
 
 def test_no_later_answer_follows_by_elimination():
