@@ -347,22 +347,20 @@ class Evaluator:
             yield xy[:, :-1].clone(), xy[:, 1:].clone(), ix
 
     def answer_targets(self, x, y, split, starts, first_only=False):
-        """A loss_on='answers' run's targets: the answer tokens ({split}_answers.bin) of the examples
-        that start inside the window (an answer cut from its example's start is not scored), -1 elsewhere.
-        first_only: those of the example the window starts with (the stream's: each answer scored once)."""
+        """A loss_on='answers' run's targets, its windows starting at an example (train.py's, the
+        stream's): the answer tokens ({split}_answers.bin) in the window, -1 elsewhere. first_only: those
+        of the example the window starts with (the stream's: each answer scored once)."""
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}_answers.bin')
         if not os.path.isfile(path):
             raise ConfigError(f"{path} not found: this run trained on the answer spans only (loss_on='answers')")
         mark = np.memmap(path, dtype=np.uint8, mode='r')
-        data = np.memmap(path[:-len('_answers.bin')] + '.bin', dtype=np.uint16, mode='r')
-        newline = get_tokenizer(self.meta)[0]('\n')[0]
         marks = torch.from_numpy(np.stack([mark[i + 1:i + 1 + y.shape[1]] for i in starts])).bool()
-        for r, i in enumerate(starts):     # target j is token j + 1 of the window
-            after = (x[r] == newline).nonzero()
-            if i > 0 and data[i - 1] != newline:
-                marks[r, :int(after[0]) if len(after) else len(marks[r])] = False
-            elif first_only and len(after):
-                marks[r, int(after[0]):] = False
+        if first_only:      # target j is token j + 1 of the window: none from the example's newline on
+            newline = get_tokenizer(self.meta)[0]('\n')[0]
+            for r in range(len(x)):
+                after = (x[r] == newline).nonzero()
+                if len(after):
+                    marks[r, int(after[0]):] = False
         return y.masked_fill(~marks, -1)
 
     def holed(self, x, y, split, starts, g):
@@ -393,9 +391,10 @@ class Evaluator:
                 raise ConfigError(f"{path} not found")
             bs = max(1, self.tcfg['batch_size'] * self.tcfg['block_size'] // T)
             seen = 0
-            for b, (x, y, starts) in enumerate(self.example_batches(path, split, T, bs) if self.answers_only else
-                                               ((x, y, [(b * bs + r) * (T + 1) for r in range(len(x))])
-                                                for b, (x, y) in enumerate(stream_batches(path, T, bs)))):
+            batches = (self.example_batches(path, split, T, bs) if self.answers_only else
+                       ((x, y, [(b * bs + r) * (T + 1) for r in range(len(x))])   # each block's offset in the stream
+                        for b, (x, y) in enumerate(stream_batches(path, T, bs))))
+            for b, (x, y, starts) in enumerate(batches):
                 if max_targets is not None and seen >= max_targets:
                     break
                 if max_targets is not None and seen + y.numel() > max_targets:
