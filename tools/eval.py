@@ -290,7 +290,7 @@ class Evaluator:
         # trained with causal=False (train.py): a masked-reconstruction encoder, scored at holes with full attention
         self.causal = self.tcfg.get('causal', True)
         self.answers_only = self.tcfg.get('loss_on') == 'answers'   # scored where it trained: the answer spans
-        self.starts = {}     # split -> where its windows may start (loss_on='answers')
+        self.starts = {}     # (split, block_size) -> where its windows may start (loss_on='answers')
 
     def check_data(self, then):
         """Stops when the data is not what the checkpoint recorded it trained on (sizes, heads, meta.json)."""
@@ -321,9 +321,7 @@ class Evaluator:
             raise ConfigError(f"{path} holds fewer than block_size+2 = {T + 2} tokens; lower --block_size")
         g = self.generator(split, -1 - k, 0)
         if self.answers_only:   # train.py's windows of such a run start where an example does
-            if split not in self.starts:    # one scan of the stream, not one per batch
-                self.starts[split] = prepare_data.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T)
-            starts = self.starts[split]
+            starts = self.example_starts(path, split, T, data)
             ix = starts[torch.randint(len(starts), (n,), generator=g).numpy()].tolist()
         else:
             ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
@@ -333,14 +331,18 @@ class Evaluator:
             y = self.answer_targets(x, y, split, ix)
         return (x, y, None) if self.causal else self.holed(x, y, split, ix, g)
 
+    def example_starts(self, path, split, T, data):
+        """Where a window of T + 1 tokens holding a whole example may start: one scan of the stream, not one per batch."""
+        if (split, T) not in self.starts:
+            self.starts[split, T] = prepare_data.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T, data)
+        return self.starts[split, T]
+
     def example_batches(self, path, split, T, bs):
         """A loss_on='answers' run's stream: (x, y, starts) over a window at every example's start, in
         order, as train.py's windows start (a window that began mid-example would hold another
         example's listing before its own, which such a run never saw)."""
         data = np.memmap(path, dtype=np.uint16, mode='r')
-        if (split, T) not in self.starts:
-            self.starts[split, T] = prepare_data.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T, data)
-        starts = self.starts[split, T]
+        starts = self.example_starts(path, split, T, data)
         for b0 in range(0, len(starts), bs):
             ix = starts[b0:b0 + bs].tolist()
             xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
