@@ -39,6 +39,7 @@ import matplotlib.ticker
 from PIL import Image   # matplotlib's own dependency
 import torch
 
+from battery import DATASETS
 from models import build_model
 from tools.report import replace_with, write_text
 
@@ -421,8 +422,9 @@ def sizes(paper, ref, pairs, both, ax, unit='val loss'):
         for (folder, rows), name in zip(both, pair):
             by = {r['run']: r for r in rows}
             r, q = by[name], by[ref]
-            (_, emb_q, fl_q), (_, emb_r, fl_r) = counts(first_dir(folder, q)), counts(first_dir(folder, r))
-            tpp_q, tpp_r = tokens_seen(first_dir(folder, q)) / emb_q, tokens_seen(first_dir(folder, r)) / emb_r
+            dq, dr = first_dir(folder, q), first_dir(folder, r)
+            (_, emb_q, fl_q), (_, emb_r, fl_r) = counts(dq), counts(dr)
+            tpp_q, tpp_r = tokens_seen(dq) / emb_q, tokens_seen(dr) / emb_r
             two_sd = 2 * max(r['sd'], q['sd'])
             pts.append((tpp_q, q['mean'] - r['mean'], two_sd))
             md.append(f"| {name} | {emb_q:,} / {emb_r:,} | {fl_q / 1e6:.2f}M / {fl_r / 1e6:.2f}M | "
@@ -1534,7 +1536,7 @@ def main(argv):
     for dataset, prepare in PAPERS[paper].get('datasets', [('shakespeare_char', 'shakespeare_char')]):
         if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):
             fail(f"no data/{dataset}: run python prepare_data.py {prepare} first"
-                 + ('' if dataset in ('synthetic', 'hops', 'hops1') else ' (offline: add --input path/to/input.txt)'))
+                 + ('' if dataset in DATASETS else ' (offline: add --input path/to/input.txt)'))
     global ITERS
     seeds, ITERS = int(opts.get('seeds', PAPERS[paper]['seeds'])), int(opts.get('iters', 0))
     try:
