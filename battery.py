@@ -188,19 +188,21 @@ def _hop(k, hops=HOPS):
 def suffix_answers(task, suffix):
     """The (start, end) character spans of the further answers in an example's suffix: the hop
     tasks' later queries (the letter after each ' k x'); none for every other task."""
-    if task not in HOP_TASKS and task not in ONE_HOP:
+    if task not in HOP_TASKS and task not in CURRICULUM:
         return []
     return [m.span(1) for m in re.finditer(r' [1-9][a-z]([a-z])', suffix)]
 
 
 HOP_TASKS = {f'hop{k}': _hop(k) for k in HOPS}
-# the depth gate's first stage (prepare_data.py hops1): every query one hop. Among mixed hop counts
-# neither GPT learned even the one-hop lookup in 10,000 iterations (each hop count's answers at
-# chance); learned first, it stays exact through the mixed task.
-ONE_HOP = {'onehop': _hop(1, hops=(1,))}
-CHANCE.update({t: 1 / (HOP_LETTERS - 1) for t in {**HOP_TASKS, **ONE_HOP}})   # any listed letter but the queried one
-ALL_TASKS = {**TASKS, **HOP_TASKS, **ONE_HOP}
-DATASETS = {'synthetic': TASKS, 'hops': HOP_TASKS, 'hops1': ONE_HOP}   # prepare_data.py NAME -> the tasks it holds
+# the depth gate's curriculum (prepare_data.py hops1 ... hops5): hopsN asks only hop counts 1 ... N, in
+# the task's layout and alphabet. Among mixed hop counts neither GPT learned even the one-hop lookup in
+# 10,000 iterations (each hop count's answers at chance); learned first, it stays exact through the task.
+UP_TO = {n: {f'hop{k}of{n}': _hop(k, hops=tuple(range(1, n + 1))) for k in range(1, n + 1)} for n in HOPS[:-1]}
+CURRICULUM = {t: f for tasks in UP_TO.values() for t, f in tasks.items()}
+CHANCE.update({t: 1 / (HOP_LETTERS - 1) for t in {**HOP_TASKS, **CURRICULUM}})   # any listed letter but the queried one
+ALL_TASKS = {**TASKS, **HOP_TASKS, **CURRICULUM}
+# prepare_data.py NAME -> the tasks it holds
+DATASETS = {'synthetic': TASKS, 'hops': HOP_TASKS, **{f'hops{n}': tasks for n, tasks in UP_TO.items()}}
 
 
 def evidence_gap(prompt, answer, suffix):

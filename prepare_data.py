@@ -27,7 +27,7 @@ Sources (NAME), and the default tokenizer:
                     val from seed + VAL_SEED_OFFSET
   hops              offline, the same format: battery.py's depth task (hop1 ... hop6, the answer k
                     pointer lookups away), to train with --loss_on=answers
-  hops1             the same with every query one hop: the depth gate's first stage
+  hops1 ... hops5   the same with hop counts 1 ... N only: the depth gate's curriculum, one stage each
   any other NAME    with --input FILE: a local text file, first 90% train (--val_frac), char
 --input also works offline for the named sources: a text file (90/10), or the download itself
 (wikitext-103-raw-v1.zip or its folder, enwik8.zip or enwik8, a folder with the two TinyStories
@@ -181,9 +181,7 @@ SOURCES = {
                     ['TinyStoriesV2-GPT4-train.txt', 'TinyStoriesV2-GPT4-valid.txt']),
     'fineweb_edu': ('gpt2', 'https://huggingface.co/datasets/karpathy/fineweb-edu-100b-shuffle/resolve/main',
                     None),  # shard_00000.parquet ... (--shards) + the val shard
-    'synthetic': ('char', None, []),
-    'hops': ('char', None, []),
-    'hops1': ('char', None, []),
+    **{name: ('char', None, []) for name in DATASETS},   # battery.py's, made offline
 }
 FINEWEB_VAL_SHARD = 1822  # the last shard, nanochat's validation shard
 # checksums: char-rnn publishes none for tiny shakespeare's input.txt; this is the sha256 that

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import prepare_data
-from battery import HOP_LETTERS, HOP_QUERIES, HOPS, HOP_TASKS, suffix_answers, synthetic_examples
+from battery import HOP_LETTERS, HOP_QUERIES, HOPS, HOP_TASKS, UP_TO, suffix_answers, synthetic_examples
 from conftest import read_log, run_script, train_script
 
 
@@ -40,24 +40,35 @@ def test_hop_answers_follow_the_pointers_k_times(task):
     assert suffix_answers('add', ' = 5 ? x = y') == []
 
 
-def test_the_first_stage_asks_every_letter_one_hop_in_the_task_s_alphabet(tmp_path):
-    # hops1 (the gate's first stage, whose weights start the task): the task's layout with all eight queries
-    # one hop, each letter once, written with the same vocabulary as hops so one model reads both
-    for name in ('hops', 'hops1'):
+def test_the_curriculum_asks_only_up_to_n_hops_in_the_task_s_alphabet(tmp_path):
+    # hopsN (the gate's curriculum, whose weights start the task): the task's layout with every query at most N hops,
+    # written with the same vocabulary as hops so one model reads all; at N = 1 all eight queries are one hop,
+    # each letter once
+    names = ['hops'] + [f'hops{n}' for n in UP_TO]
+    for name in names:
         prepare_data.prepare(name, out_dir=str(tmp_path), n_train=50, n_val=20, quiet=True)
-    meta = [json.load(open(tmp_path / n / 'meta.json')) for n in ('hops', 'hops1')]
-    assert meta[0]['itos'] == meta[1]['itos'] and meta[1]['tasks'] == ['onehop']
-    itos = meta[1]['itos']
-    ids = np.fromfile(tmp_path / 'hops1' / 'train.bin', dtype=np.uint16)
-    marks = np.fromfile(tmp_path / 'hops1' / 'train_answers.bin', dtype=np.uint8)
-    lines = ''.join(itos[i] for i in ids).split('\n')[:-1]
-    assert len(lines) == 50 and marks.sum() == 8 * 50                   # what was written: every answer marked
-    for line in lines:
-        name, *pairs = line.split(' ')[:9]
-        nxt = dict(pairs)
-        asked = line.split(' ')[9:]
-        assert name == 'hop1' and len(asked) == 8 and sorted(a[1] for a in asked) == sorted(nxt)
-        assert all(a[0] == '1' and a[2] == nxt[a[1]] for a in asked)
+    meta = {n: json.load(open(tmp_path / n / 'meta.json')) for n in names}
+    for n in UP_TO:
+        name = f'hops{n}'
+        assert meta[name]['itos'] == meta['hops']['itos'] and meta[name]['tasks'] == [f'hop{k}of{n}' for k in range(1, n + 1)]
+        itos = meta[name]['itos']
+        ids = np.fromfile(tmp_path / name / 'train.bin', dtype=np.uint16)
+        marks = np.fromfile(tmp_path / name / 'train_answers.bin', dtype=np.uint8)
+        lines = ''.join(itos[i] for i in ids).split('\n')[:-1]
+        assert len(lines) == 50 and marks.sum() == 8 * 50                   # what was written: every answer marked
+        ks = set()
+        for line in lines:
+            words = line.split(' ')
+            nxt, asked = dict(words[1:9]), [words[9]] + words[10:]
+            assert words[0] == f'hop{asked[0][0]}' and len(asked) == 8
+            for j, x, a in asked:
+                ks.add(int(j))
+                for _ in range(int(j)):
+                    x = nxt[x]
+                assert a == x
+            if n == 1:
+                assert sorted(a[1] for a in asked) == sorted(nxt)
+        assert ks == set(range(1, n + 1))
 
 
 def test_no_later_answer_follows_by_elimination():

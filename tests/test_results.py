@@ -504,11 +504,13 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
 
     def train(args, out, seed, iters):
         made_up_run(args, out, 44)
+        with open(os.path.join(out, 'log.jsonl'), 'w') as f:   # each stage's last answer loss, for the curriculum line
+            f.write(json.dumps({'kind': 'eval', 'iter': 1000, 'val_loss': 0.5}) + '\n')
         trained.append((out, seed, args))
         return 60.0
 
     def lr_of(out):
-        return float(out.split('_lr_')[1].split('-s')[0].replace('_', '.'))
+        return float(out.split('_lr_')[1].split('_up_to_')[0].split('-s')[0].replace('_', '.'))
 
     def evaluate(out, *a):
         name = 'GPT 6L' if '6L' in out else 'GPT 3L'
@@ -524,14 +526,20 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     rows, fig, md = results.depth(3, 0)
     assert [r['run'] for r in rows] == ['GPT 3L (lr 0.001)', 'GPT 6L (lr 0.00025)']
     assert all(r['seeds'] == [1337, 1338, 1339] and r['mean'] == 1.0 for r in rows)
-    # grids + seeds, each run twice: its one-hop stage, then the task from that stage's weights
-    assert sum('6L' in o for o, _, _ in trained) == 2 * (5 + 2) and sum('3L' in o for o, _, _ in trained) == 2 * (3 + 2)
+    # grids + seeds, each run six times: hop counts up to 1, 2, ..., 5, then the task, each from the one before
+    stages = len(battery.UP_TO) + 1
+    assert sum('6L' in o for o, _, _ in trained) == stages * (5 + 2) and sum('3L' in o for o, _, _ in trained) == stages * (3 + 2)
     order = [o for o, _, _ in trained]
     for out, seed, args in trained:
-        if '_one_hop-' not in out:
-            first = out.replace('-s', '_one_hop-s')
-            assert order.index(first) < order.index(out) and args[-1] == f'--init_from={first}'
-            assert results.CFG + 'depth/one_hop.py' in trained[order.index(first)][2]
+        n = int(out.split('_up_to_')[1].split('_')[0]) if '_up_to_' in out else len(battery.UP_TO) + 1
+        before = out.split('_up_to_')[0].rsplit('-s', 1)[0] + f'_up_to_{n - 1}_hops-s{seed}'
+        if n == 1:
+            assert not any(a.startswith('--init_from=') for a in args)
+        else:
+            assert order.index(before) < order.index(out) and args[-1] == f'--init_from={before}'
+        if n <= len(battery.UP_TO):
+            assert results.CFG + 'depth/stage.py' in args and f'--dataset=hops{n}' in args
+    assert 'seed 1337, the answer loss at the end of each stage (hop counts 1 ... N): N = 1 0.500, N = 2 0.500' in md
     table = [line for line in md.splitlines() if line.startswith('| ') and line[2].isdigit()]
     assert len(table) == len(battery.HOPS)
     if deep_wins:

@@ -39,7 +39,7 @@ import matplotlib.ticker
 from PIL import Image   # matplotlib's own dependency
 import torch
 
-from battery import DATASETS
+from battery import DATASETS, UP_TO
 from models import build_model
 from tools.report import replace_with, write_text
 
@@ -202,10 +202,10 @@ PAPERS = {
         'data': "battery.py's hops (hop1 ... hop6: a random 8-cycle of letters listed as pairs, the answer k steps "
                 "along it; eight queries a listing, each its own letter and k, loss on the answers only, the first "
                 "answer scored)",
-        'datasets': [('hops', 'hops'), ('hops1', 'hops1')],
+        'datasets': [('hops', 'hops')] + [(f'hops{n}', f'hops{n}') for n in UP_TO],
         'metric': 'answer loss',
         'runs': {'GPT 3L': [CFG + 'depth/gpt_3l.py'], 'GPT 6L': [CFG + 'depth/gpt_6l.py']},
-        'first_stage': [CFG + 'depth/one_hop.py'],     # every query one hop, then the task from its weights
+        'stage': [CFG + 'depth/stage.py'],     # the curriculum: hop counts 1 ... N for N = 1 ... 5, then the task
     },
     'battery': {
         'claim': 'Table 8: in fill mode FON fills where the causal Transformer fails; the bidirectional encoder is the '
@@ -1384,14 +1384,15 @@ HOP_N = 200                        # val examples read per hop count (the split 
 
 def depth(seeds, iters):
     """The depth gate: on battery.py's hops (the answer k pointer lookups away, the loss on the answer
-    only; each run after a first stage with every query one hop, hops1), a GPT 3L and a GPT 6L, each
+    only; each run after a curriculum, hop counts 1 ... N for N = 1 ... 5), a GPT 3L and a GPT 6L, each
     at its own best rate (bracket() over DEPTH_LRS on seed 1337, by the answer loss on the whole val
     stream), then over seeds at that rate; exact match of greedy
     generation after the prompt on HOP_N val examples per k. The gate holds where the 6-layer GPT is
     ahead by more than two sd at every k >= 3: only then can this task show what depth buys a looped
     model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls).
 
-        python prepare_data.py hops && python prepare_data.py hops1 && python -m tools.results depth"""
+        for d in hops hops1 hops2 hops3 hops4 hops5; do python prepare_data.py $d; done
+        python -m tools.results depth"""
     spec, done = PAPERS['depth'], {}
     depth_train([(name, lr, 1337) for name in spec['runs'] for lr in DEPTH_LRS], done, iters)
     grids, best = {}, {}
@@ -1412,8 +1413,7 @@ def depth(seeds, iters):
                      'mean': m, 'sd': sd, 'seconds': sum(g[0] for g in got)})
         acc[name] = {t: dict(zip(('mean', 'sd'), mean_sd([g[2][t] for g in got]))) for t in got[0][2]}
     _, deep = spec['runs']
-    out, first = (run_dir('depth', f'{deep} lr {best[deep]:g}{stage}', ss[0]) for stage in ('', ' one hop'))
-    md = depth_md(acc, grids, best, out, first)
+    md = depth_md(acc, grids, best, [stage_dir(deep, best[deep], n, ss[0]) for n in [*UP_TO, None]])
     return rows, depth_figure(acc, grids, best), '\n'.join(md)
 
 
@@ -1422,27 +1422,40 @@ def depth_train(jobs, done, iters):
     run_jobs(lambda j: depth_run(*j, iters), jobs, done)
 
 
+def stage_dir(name, lr, n, seed):
+    """The run folder of the curriculum's stage n (hop counts 1 ... n), or of the task itself (n None)."""
+    return run_dir('depth', f'{name} lr {lr:g}' + (f' up to {n} hops' if n else ''), seed)
+
+
 def depth_run(name, lr, seed, iters):
-    """One GPT of the gate at one rate and seed, its one-hop stage first: (seconds, answer loss on the
-    val stream, {task: exact match})."""
+    """One GPT of the gate at one rate and seed, after its curriculum (each stage from the one before's
+    weights): (seconds, answer loss on the val stream, {task: exact match})."""
     spec, rate = PAPERS['depth'], [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}']
-    first, out = run_dir('depth', f'{name} lr {lr:g} one hop', seed), run_dir('depth', f'{name} lr {lr:g}', seed)
-    secs = train(spec['runs'][name] + spec['first_stage'] + rate, first, seed, iters)
-    secs += train(spec['runs'][name] + rate + [f'--init_from={first}'], out, seed, iters)
+    secs, start = 0, []
+    for n in UP_TO:
+        stage = stage_dir(name, lr, n, seed)
+        secs += train(spec['runs'][name] + spec['stage'] + rate + [f'--dataset=hops{n}'] + start, stage, seed, iters)
+        start = [f'--init_from={stage}']
+    out = stage_dir(name, lr, None, seed)
+    secs += train(spec['runs'][name] + rate + start, out, seed, iters)
     hops = eval_json(out, 'battery.json', '--battery=True', f'--battery_n={HOP_N}')['tasks']
     return secs, evaluate(out, '--stream=True')['loss'], {t: r['generate'] for t, r in hops.items()}
 
 
-def depth_md(acc, grids, best, out, first):
+def depth_md(acc, grids, best, dirs):
     """The rate brackets, the exact match per hop count with the verdicts, and the gate."""
     from battery import CHANCE
     shallow, deep = PAPERS['depth']['runs']
+    *stages, out = dirs
     n_params = build_model('gpt', {**json.load(open(os.path.join(out, 'config.json')))}).num_params()
     md = ["Each GPT's rate: the lowest answer loss of seed 1337 over " + '; '.join(
               f"{name} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) for name in grids) +
-          f". {tokens_seen(out):,} tokens seen on the task after {tokens_seen(first):,} on "
-          f"its one-hop stage ({tokens_seen(out) / n_params:.0f} per parameter of the 6L's "
-          f"{n_params:,}), 8 answers in every window (one listing a window; the first answer scored).", '',
+          f". {tokens_seen(out):,} tokens seen on the task after {sum(map(tokens_seen, stages)):,} on "
+          f"its curriculum ({sum(map(tokens_seen, dirs)) / n_params:.0f} per parameter of the 6L's "
+          f"{n_params:,}), 8 answers in every window (one listing a window; the first answer scored). "
+          f"The {deep}'s curriculum at its rate, seed 1337, the answer loss at the end of each stage "
+          f"(hop counts 1 ... N): " + ', '.join(f"N = {n} {val_curve(d)[-1][1]:.3f}"
+                                                for n, d in zip(UP_TO, stages)) + '.', '',
           f'| hops k | chance | {shallow} | {deep} | {deep} - {shallow} | verdict |', '|---|---|---|---|---|---|']
     gate = []
     for t in acc[deep]:
