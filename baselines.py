@@ -473,6 +473,7 @@ class ChunkDiag(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, CB, X, lo):
+        a = a.contiguous()   # else L takes a's permuted strides, and M and both matmuls over it copy
         L = (a.unsqueeze(-1) - a.unsqueeze(-2)).clamp_(lo, 0).exp_()
         M, X = L * CB, X.contiguous()
         ctx.save_for_backward(L, M, X)
@@ -482,6 +483,7 @@ class ChunkDiag(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
         L, M, X = ctx.saved_tensors
+        dy = dy.contiguous()   # arrives permuted: once here, not once inside each matmul
         dM = dy @ X.mT
         dX = M.mT @ dy
         dCB = (dM * L).sum(-3, keepdim=True)
