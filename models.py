@@ -51,7 +51,7 @@ def build_model(name, cfg):
         raise ConfigError(f"invalid {name} config: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
 
-DEPTH_KNOBS = ('num_recur', 'Ts')   # loop depths: Parcae's recurrences, TextNCA's NCA steps
+DEPTH_KNOBS = ('num_recur', 'Ts', 'rounds')   # loop depths: Parcae's recurrences, TextNCA's NCA steps, the workspace's rounds
 
 
 def check_knobs(knobs):

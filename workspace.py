@@ -189,7 +189,7 @@ class SlotWorkspace(nn.Module):
 
 # ----------------------------------------------------------------------------- the model
 class Workspace(nn.Module):
-    knobs = ()
+    knobs = ('rounds',)   # the forward's runtime control: rounds of the shared block (None: n_rounds)
 
     def __init__(self, config):
         super().__init__()
@@ -260,14 +260,18 @@ class Workspace(nn.Module):
                 stats.update({f'rho{r + 1}': p for r, p in enumerate(torch.sigmoid(self.retain_logit).tolist())})
         return stats
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, rounds=None):
         cfg = self.config
         B, T = idx.shape
         if T > cfg.block_size:
             raise ValueError(f"sequence of length {T} is longer than block_size {cfg.block_size} (learned positions)")
+        R = cfg.n_rounds if rounds is None else rounds
+        if R != cfg.n_rounds and (cfg.variant in ('adaptive_exit', 'conditioned_dense') or cfg.retention):
+            raise ValueError(f"rounds={R}: this {cfg.variant}{' with retention' if cfg.retention else ''} has "
+                             f"parameters for each of its n_rounds={cfg.n_rounds} rounds and runs only that many")
         e = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         h, M, exits = e, None, []
-        for r in range(cfg.n_rounds):
+        for r in range(R):
             x = h if self.fusion is None else self.fusion(h, e)
             if self.workspace is not None:
                 rho = torch.sigmoid(self.retain_logit[r - 1]) if cfg.retention and r > 0 else None

@@ -81,13 +81,13 @@ def test_gate_value_and_read_ranges():
     assert abs(keys.std().item() - 256 ** -0.5) < 0.1 * 256 ** -0.5
 
 
-def reference_forward(model, idx):
+def reference_forward(model, idx, rounds=None):
     """Equations 1-8 (+ retention, Equation 5) written out round by round, slot sums by a loop."""
     cfg, ws = model.config, model.workspace
     T = idx.shape[1]
     e = model.wte(idx) + model.wpe(torch.arange(T))
     h, M_prev = e, None
-    for r in range(cfg.n_rounds):
+    for r in range(rounds or cfg.n_rounds):
         w = torch.cat([h, e], -1)
         u = h + model.fusion.A2(F.gelu(model.fusion.A1(model.fusion.ln_a(w))))
         z = ws.ln_w(u)
@@ -115,6 +115,24 @@ def test_forward_matches_equations(retention):
     with torch.no_grad():
         model.workspace.gamma.fill_(1.3)  # make the workspace weigh in
         torch.testing.assert_close(model(idx)[0], reference_forward(model, idx), atol=2e-5, rtol=1e-4)
+
+
+def test_rounds_at_test_time_run_the_shared_block_that_many_times():
+    # the depth knob (tools/eval.py --sweep=rounds=1..8): the same weights, the loop run 1 ... 7 times
+    model, idx = tiny(), torch.randint(0, 257, (2, 16))
+    torch.testing.assert_close(model(idx, rounds=4)[0], model(idx)[0], atol=0, rtol=0)
+    for R in (1, 2, 7):
+        torch.testing.assert_close(model(idx, rounds=R)[0], reference_forward(model, idx, R), atol=2e-5, rtol=1e-4)
+    assert not torch.allclose(model(idx, rounds=1)[0], model(idx, rounds=2)[0])
+    loop = tiny(variant='shared_loop')
+    h = loop.wte(idx) + loop.wpe(torch.arange(16))
+    for _ in range(6):
+        h = loop.block(h)
+    torch.testing.assert_close(loop(idx, rounds=6)[0], loop.lm_head(loop.ln_f(h)), atol=0, rtol=0)
+    # per-round parameters (router exits, scale/shift/readout, retention logits) exist for n_rounds only
+    for kw in (dict(variant='adaptive_exit'), dict(variant='conditioned_dense'), dict(retention=True)):
+        with pytest.raises(ValueError, match='runs only that many'):
+            tiny(**kw)(idx, rounds=3)
 
 
 def test_retention_rho_zero_equals_recompute():
