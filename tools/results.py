@@ -10,9 +10,9 @@ tables) and results/<paper>.png (the curves).
     python prepare_data.py shakespeare --tokenizer byte   # the workspace's bytes (offline: the same --input)
     python prepare_data.py synthetic             # the battery (offline)
     python -m tools.results textnca     # ~80 min: schedules, SWin-TF-Staged/6L, Transformer-6L, Ts sweep, Eq. 1
-    python -m tools.results parcae      # ~70 min: Table 2 with the base RDM; Parcae vs GPT 6L/12L and mu=1 on
+    python -m tools.results parcae      # ~110 min: Table 2 with the base RDM; Parcae vs GPT 6L/12L and mu=1 on
                                         # Table 21's recipe, on characters and the battery; L(T) forms;
-                                        # + ~35 min (estimated): Parcae vs GPT 6L at a second size
+                                        # Parcae vs GPT 6L at a second size (40 of the 110)
     python -m tools.results workspace   # ~55 min: Table 3's six rows, seeds 11/23/37, bits per byte;
                                         # + ~80 min (estimated): the six at a second size
     python -m tools.results fon         # ~90 min, and 3-7 h for the infill arms: FON vs Mamba2 vs Transformers,
