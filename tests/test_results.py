@@ -816,3 +816,66 @@ def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
     assert len(fig.axes) == 10 and fig.axes[4].has_data() and fig.axes[9].has_data()
     assert 'Not decidable at this scale (a tie at both sizes): Parcae against GPT 6L.' in md
     results.plt.close(fig)
+
+
+def fake_train_py(calls, final_loss):
+    """run_with_progress standing in for train.py: writes the config, a log ending at final_loss() and a checkpoint."""
+    def run(cmd, out):
+        calls.append(cmd)
+        if '--overwrite=True' not in cmd and '--init_from=resume' not in cmd:
+            assert not os.path.isfile(os.path.join(out, 'log.jsonl')), 'a new run into a used folder'
+        json.dump({'model': 'gpt'}, open(os.path.join(out, 'config.json'), 'w'))
+        with open(os.path.join(out, 'log.jsonl'), 'w') as f:
+            f.write(json.dumps({'kind': 'eval', 'iter': 100, 'val_loss': final_loss()}) + '\n')
+        open(os.path.join(out, 'ckpt.pt'), 'w').close()
+    return run
+
+
+@pytest.mark.parametrize('fresh', [False, True])
+def test_a_run_s_record_rebuilds_it_in_a_fresh_clone(fresh, tmp_path, monkeypatch):
+    # a finished run leaves its record (no checkpoint); in a clone without out-results/ the same command reads the
+    # run and its readings from the record, trains nothing and evaluates nothing; --fresh trains it again
+    monkeypatch.chdir(tmp_path)
+    calls, evals = [], []
+    monkeypatch.setattr(results, 'run_with_progress', fake_train_py(calls, lambda: 1.5))
+
+    def fake_eval(cmd, **kw):
+        evals.append(cmd)
+        dest = next(a[len('--out='):] for a in cmd if a.startswith('--out='))
+        os.makedirs(dest, exist_ok=True)
+        json.dump({'loss': 1.49}, open(os.path.join(dest, 'stream_val.json'), 'w'))
+    monkeypatch.setattr(results.subprocess, 'run', fake_eval)
+    out = results.run_dir('p', 'a', 1)
+    results.train(['c.py', '--windows=(2, 8)'], out, 1, 0)
+    assert results.evaluate(out, '--stream=True') == {'loss': 1.49}
+    rec = tmp_path / 'results' / 'runs' / 'p' / 'a-s1'
+    assert sorted(str(p.relative_to(rec)) for p in rec.rglob('*') if p.is_file()) == \
+        ['config.json', 'done.json', 'eval/stream_val.json', 'log.jsonl.gz']
+    assert json.load(open(rec / 'done.json'))['argv'][:2] == ['train.py', 'c.py']   # an argument with spaces kept whole
+    log = open(os.path.join(out, 'log.jsonl')).read()
+    os.rename('out-results', 'old')                                                 # a fresh clone
+    monkeypatch.setattr(results, 'FRESH', fresh)
+    seconds = results.train(['c.py', '--windows=(2, 8)'], out, 1, 0)
+    assert results.evaluate(out, '--stream=True') == {'loss': 1.49}
+    assert (len(calls), len(evals)) == ((2, 2) if fresh else (1, 1))
+    if not fresh:
+        assert seconds == json.load(open(rec / 'done.json'))['seconds'] and open(os.path.join(out, 'log.jsonl')).read() == log
+        assert not os.path.exists(os.path.join(out, 'ckpt.pt'))
+
+
+@pytest.mark.parametrize('same', [True, False])
+def test_a_run_started_from_a_recorded_one_trains_that_one_again_first(same, tmp_path, monkeypatch, capsys):
+    # a fine-tune (or a later stage) needs its start's checkpoint, which a record does not hold: the start trains
+    # again from its recorded arguments (not resumed, not refused as a used folder), and where it then ends
+    # elsewhere than its record a line says so
+    monkeypatch.chdir(tmp_path)
+    calls, losses = [], iter([1.5, 1.5 if same else 1.6, 1.2])
+    monkeypatch.setattr(results, 'run_with_progress', fake_train_py(calls, lambda: next(losses)))
+    pre, ft = results.run_dir('p', 'pre', 1), results.run_dir('p', 'ft', 1)
+    results.train(['c.py'], pre, 1, 0)
+    os.rename('out-results', 'old')
+    results.train(['c.py'], pre, 1, 0)               # read from the record
+    results.train(['ft.py', f'--init_from={pre}'], ft, 1, 0)
+    assert len(calls) == 3 and calls[1] == calls[0] + ['--overwrite=True'] and '--init_from=resume' not in calls[1]
+    assert f'--init_from={pre}' in calls[2]
+    assert ('trained again ends at' in capsys.readouterr().err) is not same

@@ -23,7 +23,14 @@ tables) and results/<paper>.png (the curves).
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
 Two runs train at once, one thread each; the wall times in the tables are theirs.
+
+Every finished run leaves a record in results/runs/<paper>/ (its config, log, eval readings and
+command; no checkpoint), committed with the tables: in a fresh clone the command rebuilds each table
+from the records and trains only the runs they lack (a run whose checkpoint another needs is trained
+again from its record's arguments, to the same weights at one thread). --fresh ignores the records
+and trains every run out-results/ lacks; delete a record to train that run again.
 """
+import gzip
 import json
 import math
 import os
@@ -257,9 +264,16 @@ def train(args, out, seed, iters, upto=None):
     extra = [f'--max_iters={iters}', f'--lr_decay_iters={iters}'] if iters else []
     extra += [f'--max_iters={upto}'] if upto else []
     done_path = os.path.join(out, 'done.json')
+    restore(out)
     done = json.load(open(done_path)) if os.path.isfile(done_path) else None
     if done and (upto is None or done.get('upto', 0) >= upto):
+        keep(out)
         return done['seconds']
+    for a in args:    # another run's weights: a recorded one is trained again for its checkpoint
+        if a.startswith('--init_from=') and a != '--init_from=resume':
+            ensure_ckpt(a[len('--init_from='):])
+    if done:          # a finished leg continued: its checkpoint
+        ensure_ckpt(out)
     ckpt, started = os.path.join(out, 'ckpt.pt'), os.path.join(out, 'started.json')
     init = ['--init_from=resume'] if os.path.isfile(ckpt) else []
     prior = done['seconds'] if done else 0
@@ -273,8 +287,84 @@ def train(args, out, seed, iters, upto=None):
     write_text(started, json.dumps({'t0': t0, 'prior': prior}))
     run_with_progress(cmd, out)
     seconds = time.time() - t0 + prior
-    write_text(done_path, json.dumps({'seconds': seconds, 'command': ' '.join(cmd[1:]), **({'upto': upto} if upto else {})}))
+    write_text(done_path, json.dumps({'seconds': seconds, 'command': ' '.join(cmd[1:]), 'argv': cmd[1:],
+                                      **({'upto': upto} if upto else {})}))
+    keep(out)
     return seconds
+
+
+RECORDS = os.path.join('results', 'runs')   # every finished run's record: all but its checkpoint
+FRESH = False                               # --fresh: train what out-results/ lacks, records unread
+
+
+def record_dir(out):
+    """Where a run under out-results/ keeps its record; None for a folder elsewhere."""
+    rel = os.path.relpath(out, 'out-results')
+    return None if ITERS or rel.startswith('..') else os.path.join(RECORDS, rel)
+
+
+def write_bytes(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    def write(tmp):
+        with open(tmp, 'wb') as f:
+            f.write(data)
+    replace_with(path, write)
+
+
+def keep(out):
+    """A finished run's record under results/runs/: its config.json, done.json, eval JSONs and log
+    (gzipped), not the checkpoint. From the records a fresh clone rebuilds the tables and goes on with
+    the runs they lack; results/runs/ is committed with the tables."""
+    if record_dir(out) is None:
+        return
+    for root, _, files in os.walk(out):
+        for f in files:
+            if not (f.endswith('.json') and f != 'started.json' or f == 'log.jsonl'):
+                continue
+            src = os.path.join(root, f)
+            data, dest = open(src, 'rb').read(), os.path.join(record_dir(out), os.path.relpath(src, out))
+            if f == 'log.jsonl':
+                data, dest = gzip.compress(data, mtime=0), dest + '.gz'
+            if not (os.path.isfile(dest) and open(dest, 'rb').read() == data):
+                write_bytes(dest, data)
+
+
+def restore(out):
+    """A run that its record holds and out-results/ does not (a fresh clone): the record's files copied
+    back, the checkpoint left to ensure_ckpt(). A killed run's checkpoint resumes instead."""
+    rec = record_dir(out)
+    if (FRESH or rec is None or os.path.isfile(os.path.join(out, 'done.json')) or os.path.isfile(os.path.join(out, 'ckpt.pt'))
+            or not os.path.isfile(os.path.join(rec, 'done.json'))):
+        return
+    for root, _, files in os.walk(rec):
+        for f in files:
+            data = open(os.path.join(root, f), 'rb').read()
+            rel = os.path.relpath(os.path.join(root, f), rec)
+            if rel.endswith('.gz'):
+                data, rel = gzip.decompress(data), rel[:-len('.gz')]
+            write_bytes(os.path.join(out, rel), data)
+
+
+def ensure_ckpt(out):
+    """The checkpoint of a restored run, which a fine-tune, a later stage or a new reading needs: the run
+    trained again from its recorded arguments (and any run it started from), which at one thread on
+    the same CPU gives the same weights; a line says so where its last eval differs from the record's."""
+    if os.path.isfile(os.path.join(out, 'ckpt.pt')):
+        return
+    done = json.load(open(os.path.join(out, 'done.json')))
+    if 'argv' not in done:
+        fail(f"{out} has no checkpoint and its done.json no arguments to train it again with: move it aside")
+    argv = [a for a in done['argv'] if a != '--init_from=resume']
+    for a in argv:
+        if a.startswith('--init_from='):
+            ensure_ckpt(a[len('--init_from='):])
+    was = val_curve(out)[-1:]
+    print(f"{out}: a recorded run without its checkpoint, trained again for it", flush=True)
+    run_with_progress([PY, *argv, '--overwrite=True'], out)
+    if val_curve(out)[-1:] != was:
+        print(f"warning: {out} trained again ends at {val_curve(out)[-1:]}, its record at {was}: what starts from "
+              f"it now starts from other weights than the record's", file=sys.stderr, flush=True)
 
 
 RUNNING = set()   # the train.py processes under way, which a SIGTERM to this command stops too
@@ -510,9 +600,14 @@ def eval_json(out, file, *args, leg=None):
     the checkpoint of that leg, which the next leg replaces)."""
     dest = os.path.join(out, 'eval', *([f'leg{leg}'] if leg else []))
     path = os.path.join(dest, file)
-    if not (os.path.isfile(path) and (leg or os.path.getmtime(path) > os.path.getmtime(os.path.join(out, 'ckpt.pt')))):
+    ckpt = os.path.join(out, 'ckpt.pt')
+    if os.path.isfile(path) and (leg or not os.path.isfile(ckpt)):    # a leg's reading, or a restored record's
+        return json.load(open(path))
+    if not (os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt)):
+        ensure_ckpt(out)
         subprocess.run([PY, '-m', 'tools.eval', f'--out_dir={out}', f'--out={dest}', *args], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+        keep(out)
     return json.load(open(path))
 
 
@@ -525,8 +620,9 @@ def train_or_diverge(args, out, seed, iters):
         log = [r for r in read_log(out) if r.get('kind') == 'train']
         if e.returncode != 2 or not log:
             raise
-        done = {'seconds': float('nan'), 'command': ' '.join(e.cmd[1:]), 'diverged': log[-1]['iter']}
+        done = {'seconds': float('nan'), 'command': ' '.join(e.cmd[1:]), 'argv': e.cmd[1:], 'diverged': log[-1]['iter']}
         write_text(os.path.join(out, 'done.json'), json.dumps(done))
+        keep(out)
         return done['seconds'], done['diverged']
 
 
@@ -991,6 +1087,7 @@ def finetune_legs(ft, spec, iters):
     args = {(name, seed): a for name, runs in ft.items() for seed, a in runs}
     source = {j: next(x for x in a if x.startswith('--init_from='))[len('--init_from='):] for j, a in args.items()}
     for j, src in source.items():     # a pretraining retrained at another rate leaves a fine-tune of the old one
+        restore(run_dir('fon', *j))
         path = os.path.join(run_dir('fon', *j), 'done.json')
         if os.path.isfile(path) and f'--init_from={src} ' not in json.load(open(path))['command'] + ' ':
             fail(f"{os.path.dirname(path)} was fine-tuned from another pretraining than {src}: move it aside "
@@ -1532,12 +1629,13 @@ def main(argv):
     if '-h' in argv or '--help' in argv:   # before anything starts: the usage is the docstring
         print(__doc__.strip())
         return
-    usage = f"usage: python -m tools.results {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N]"
-    bad = [a for a in argv if a.startswith('-') and (a.split('=', 1)[0] not in ('--seeds', '--iters') or '=' not in a)]
+    usage = f"usage: python -m tools.results {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N] [--fresh]"
+    bad = [a for a in argv if a.startswith('-') and a != '--fresh' and
+           (a.split('=', 1)[0] not in ('--seeds', '--iters') or '=' not in a)]
     if bad:
         fail((f"{bad[0]} takes a value: {bad[0]}=N" if bad[0] in ('--seeds', '--iters') else
               f"unknown option {bad[0]!r}") + f" ({usage})")
-    opts = dict(a[2:].split('=', 1) for a in argv if a.startswith('--'))
+    opts = dict(a[2:].split('=', 1) for a in argv if a.startswith('--') and a != '--fresh')
     papers = [a for a in argv if not a.startswith('-')]
     if len(papers) != 1 or papers[0] not in PAPERS:
         fail((f"unknown paper {next(p for p in papers if p not in PAPERS)!r}" if set(papers) - set(PAPERS) else
@@ -1550,8 +1648,9 @@ def main(argv):
         if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):
             fail(f"no data/{dataset}: run python prepare_data.py {prepare} first"
                  + ('' if dataset in DATASETS else ' (offline: add --input path/to/input.txt)'))
-    global ITERS
+    global ITERS, FRESH
     seeds, ITERS = int(opts.get('seeds', PAPERS[paper]['seeds'])), int(opts.get('iters', 0))
+    FRESH = '--fresh' in argv
     try:
         rows, fig, extra = PAPER_FUNCTIONS[paper](seeds, ITERS)
     except KeyboardInterrupt:
