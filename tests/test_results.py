@@ -516,15 +516,30 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
         name = 'GPT 6L' if '6L' in out else 'GPT 3L'
         return {'loss': 1.0 + abs(math.log(lr_of(out) / best[name]))}
 
-    def reading(out, file, *a):
+    def reading(out, file, *a, sub=None):
         seed = int(out.rsplit('-s', 1)[1])
         right = lambda k: 0.9 + 0.01 * (seed - 1337) if ('6L' in out and deep_wins) or k <= 2 else 0.15
+        if sub:    # a looped model: better with test-time depth, its depth-1 control not
+            knob, depth = re.fullmatch(r'([a-z_]+?)_?(\d+)', sub.lower()).groups()
+            depth = int(depth)
+            assert any(x.lower() == f'--{knob}={depth}' for x in a)
+            right = lambda k: 0.15 + (0 if '_1_lr' in out or '_1-s' in out else 0.1 * min(depth, 6)) + 0.001 * (seed - 1337)
         return {'tasks': {t: {'generate': right(int(t[3:]))} for t in battery.HOP_TASKS}}
     monkeypatch.setattr(results, 'train', train)
     monkeypatch.setattr(results, 'evaluate', evaluate)
     monkeypatch.setattr(results, 'eval_json', reading)
     rows, fig, md = results.depth(3, 0)
-    assert [r['run'] for r in rows] == ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']
+    assert [r['run'] for r in rows][:2] == ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']
+    looped = results.PAPERS['depth']['looped']
+    if deep_wins:    # the looped models and their controls train only once the gate holds, each control at its model's rate
+        assert [r['run'] for r in rows][2:] == [f'{n} (lr 0.002)' for n in looped]
+        assert '| num_recur | Parcae (' in md and '| 6 | 0.751 +- 0.001 | 0.151 +- 0.001 | +0.600 | holds |' in md
+        assert md.count('| 1 | 0.251 +- 0.001 | 0.151 +- 0.001 | +0.100 | holds |') == 3
+        assert len([a for a in fig.axes if a.has_data()]) == 3
+    else:
+        assert len(rows) == 2 and "The gate does not hold, so the looped models' depth sweeps" in md
+    trained = [t for t in trained if any(m in t[0] for m in ('GPT_3L', 'GPT_6L'))]
+    rows = rows[:2]
     assert all(r['seeds'] == [1337, 1338, 1339] and r['mean'] == 1.0 for r in rows)
     # grids + seeds, each run six times: hop counts up to 1, 2, ..., 5, then the task, each from the one before
     stages = len(battery.UP_TO) + 1
@@ -540,7 +555,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
         assert results.CFG + 'depth/stage.py' in args     # every stage, the task too, as long as the first
         assert f'--dataset=hops{n if n <= len(battery.UP_TO) else ""}' in args
     assert 'seed 1337, the answer loss at the end of each stage (hop counts 1 ... N): N = 1 0.500, N = 2 0.500' in md
-    table = [line for line in md.splitlines() if line.startswith('| ') and line[2].isdigit()]
+    table = [line for line in md.split('**Gate')[0].splitlines() if line.startswith('| ') and line[2].isdigit()]
     assert len(table) == len(battery.HOPS)
     if deep_wins:
         assert table[2].startswith('| 3 | 0.143 | 0.150 +- 0.000 | 0.910 +- 0.010 | +0.760 | holds |')

@@ -213,6 +213,19 @@ PAPERS = {
         'metric': 'answer loss',
         'runs': {'GPT 3L': [CFG + 'depth/gpt_3l.py'], 'GPT 6L': [CFG + 'depth/gpt_6l.py']},
         'stage': [CFG + 'depth/stage.py'],     # the curriculum: hop counts 1 ... N for N = 1 ... 5, then the task
+        # once the gate holds: each looped model at the GPT 3L's width and the 6L's depth, and its control trained at
+        # depth 1 (the loop run once), read at each test-time depth of 'sweep' through its knob
+        'looped': {'Parcae': [CFG + 'depth/parcae.py'],
+                   'Parcae mu=1': [CFG + 'depth/parcae.py', '--mean_recurrence=1', '--mean_backprop_depth=1',
+                                   '--depth_sampling=fixed'],
+                   'workspace': [CFG + 'depth/workspace.py'],
+                   'workspace R=1': [CFG + 'depth/workspace.py', '--n_rounds=1'],
+                   'TextNCA': [CFG + 'depth/textnca.py'],
+                   'TextNCA Ts=1': [CFG + 'depth/textnca.py', '--Ts=1']},
+        'tune_as': {'Parcae mu=1': 'Parcae', 'workspace R=1': 'workspace', 'TextNCA Ts=1': 'TextNCA'},
+        'knob': {'Parcae': 'num_recur', 'Parcae mu=1': 'num_recur', 'workspace': 'rounds', 'workspace R=1': 'rounds',
+                 'TextNCA': 'Ts', 'TextNCA Ts=1': 'Ts'},
+        'sweep': (1, 2, 3, 4, 6, 8),
     },
     'battery': {
         'claim': 'Table 8: in fill mode FON fills where the causal Transformer fails; the bidirectional encoder is the '
@@ -594,11 +607,12 @@ def textnca(seeds, iters):
     return rows, fig, '\n'.join(md)
 
 
-def eval_json(out, file, *args, leg=None):
+def eval_json(out, file, *args, leg=None, sub=None):
     """eval.py on a run with any analysis; returns the JSON it wrote to out/eval/file, redone when the
     checkpoint is newer. leg: the reading of a run trained in legs, kept in out/eval/leg<N>/ (it read
-    the checkpoint of that leg, which the next leg replaces)."""
-    dest = os.path.join(out, 'eval', *([f'leg{leg}'] if leg else []))
+    the checkpoint of that leg, which the next leg replaces). sub: a subfolder of eval/ (one per knob
+    setting of the same analysis)."""
+    dest = os.path.join(out, 'eval', *([f'leg{leg}'] if leg else []), *([sub] if sub else []))
     path = os.path.join(dest, file)
     ckpt = os.path.join(out, 'ckpt.pt')
     if os.path.isfile(path) and (leg or not os.path.isfile(ckpt)):    # a leg's reading, or a restored record's
@@ -1492,27 +1506,54 @@ def depth(seeds, iters):
         for d in hops hops1 hops2 hops3 hops4 hops5; do python prepare_data.py $d; done
         python -m tools.results depth"""
     spec, done = PAPERS['depth'], {}
-    depth_train([(name, lr, 1337) for name in spec['runs'] for lr in DEPTH_LRS], done, iters)
+    ss = seed_list(spec, None, seeds)
+    grids, best = depth_rates(list(spec['runs']), done, iters)
+    depth_train([(name, best[name], s) for name in spec['runs'] for s in ss], done, iters)
+    rows, acc = depth_rows(spec['runs'], best, ss, done)
+    _, deep = spec['runs']
+    md, holds = depth_md(acc, grids, best, [stage_dir(deep, best[deep], n, ss[0]) for n in [*UP_TO, None]])
+    fig = depth_figure(acc, grids, best)
+    if not holds:
+        md += ['', f"The gate does not hold, so the looped models' depth sweeps ({', '.join(spec['looped'])}: "
+                   "config/results/depth/) were not run."]
+        return rows, fig, '\n'.join(md)
+    looped = [n for n in spec['looped'] if n not in spec['tune_as']]
+    l_grids, l_best = depth_rates(looped, done, iters)
+    l_best.update({c: l_best[m] for c, m in spec['tune_as'].items()})
+    depth_train([(name, l_best[name], s) for name in spec['looped'] for s in ss], done, iters)
+    l_rows, l_acc = depth_rows(spec['looped'], l_best, ss, done)
+    md += ['', *depth_looped_md(l_acc, l_grids, l_best, acc, ss)]
+    depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
+    return rows + l_rows, fig, '\n'.join(md)
+
+
+def depth_rates(names, done, iters):
+    """Each run's rate: bracket() over DEPTH_LRS on seed 1337 by the answer loss. ({name: {lr: loss}}, {name: lr})."""
+    depth_train([(name, lr, 1337) for name in names for lr in DEPTH_LRS], done, iters)
     grids, best = {}, {}
-    for name in spec['runs']:
+    for name in names:
         def loss(lr, name=name):
             depth_train([(name, lr, 1337)], done, iters)
             return done[(name, lr, 1337)][1]
         lrs, best[name] = bracket(DEPTH_LRS, loss)
         grids[name] = {lr: loss(lr) for lr in lrs}
-    ss = seed_list(spec, None, seeds)
-    depth_train([(name, best[name], s) for name in spec['runs'] for s in ss], done, iters)
+    return grids, best
 
+
+def depth_rows(runs, best, ss, done):
+    """The table rows (answer loss over seeds) and the exact match, mean and sd over seeds: per task for
+    a GPT ({task: {'mean', 'sd'}}), per test-time depth and task for a looped model."""
     rows, acc = [], {}
-    for name in spec['runs']:
+    for name in runs:
         got = [done[(name, best[name], s)] for s in ss]
         m, sd = mean_sd([g[1] for g in got])
-        rows.append({'run': f'{name} (lr {best[name]:g})', 'model': 'gpt', 'seeds': ss, 'losses': [g[1] for g in got],
+        model = json.load(open(os.path.join(stage_dir(name, best[name], None, ss[0]), 'config.json')))['model']
+        rows.append({'run': f'{name} (lr {best[name]:g})', 'model': model, 'seeds': ss, 'losses': [g[1] for g in got],
                      'mean': m, 'sd': sd, 'seconds': sum(g[0] for g in got)})
-        acc[name] = {t: dict(zip(('mean', 'sd'), mean_sd([g[2][t] for g in got]))) for t in got[0][2]}
-    _, deep = spec['runs']
-    md = depth_md(acc, grids, best, [stage_dir(deep, best[deep], n, ss[0]) for n in [*UP_TO, None]])
-    return rows, depth_figure(acc, grids, best), '\n'.join(md)
+        per = lambda reads: {t: dict(zip(('mean', 'sd'), mean_sd([r[t] for r in reads]))) for t in reads[0]}  # noqa: E731
+        acc[name] = ({v: per([g[2][v] for g in got]) for v in got[0][2]} if name in PAPERS['depth']['looped']
+                     else per([g[2] for g in got]))
+    return rows, acc
 
 
 def depth_train(jobs, done, iters):
@@ -1529,15 +1570,21 @@ def depth_run(name, lr, seed, iters):
     """One GPT of the gate at one rate and seed, after its curriculum (each stage from the one before's
     weights): (seconds, answer loss on the val stream, {task: exact match})."""
     spec, rate = PAPERS['depth'], [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}']
+    args = {**spec['runs'], **spec['looped']}[name]
     secs, start = 0, []
     for n in UP_TO:
         stage = stage_dir(name, lr, n, seed)
-        secs += train(spec['runs'][name] + spec['stage'] + rate + [f'--dataset=hops{n}'] + start, stage, seed, iters)
+        secs += train(args + spec['stage'] + rate + [f'--dataset=hops{n}'] + start, stage, seed, iters)
         start = [f'--init_from={stage}']
     out = stage_dir(name, lr, None, seed)    # the task (hop counts 1 ... 6): one more stage
-    secs += train(spec['runs'][name] + spec['stage'] + rate + ['--dataset=hops'] + start, out, seed, iters)
-    hops = eval_json(out, 'battery.json', '--battery=True', f'--battery_n={HOP_N}')['tasks']
-    return secs, evaluate(out, '--stream=True')['loss'], {t: r['generate'] for t, r in hops.items()}
+    secs += train(args + spec['stage'] + rate + ['--dataset=hops'] + start, out, seed, iters)
+
+    def hops(*knob, sub=None):
+        tasks = eval_json(out, 'battery.json', '--battery=True', f'--battery_n={HOP_N}', *knob, sub=sub)['tasks']
+        return {t: r['generate'] for t, r in tasks.items()}
+    knob = spec['knob'].get(name)
+    acc = {v: hops(f'--{knob}={v}', sub=f'{knob}{v}') for v in spec['sweep']} if knob else hops()
+    return secs, evaluate(out, '--stream=True')['loss'], acc
 
 
 def depth_md(acc, grids, best, dirs):
@@ -1566,14 +1613,60 @@ def depth_md(acc, grids, best, dirs):
                   f"{acc[deep][t]['mean'] - acc[shallow][t]['mean']:+.3f} | {v} |")
     return md + ['', f"**Gate: {'holds' if all(gate) else 'does not hold'}** ({deep} ahead by more than two sd at "
                      f"{sum(gate)} of the {len(gate)} hop counts from 3 on). Exact match: greedy generation after the "
-                     f"prompt equals the answer, {HOP_N} val examples per k, mean +- sd over seeds."]
+                     f"prompt equals the answer, {HOP_N} val examples per k, mean +- sd over seeds."], all(gate)
+
+
+def deep_hops(reads):
+    """Exact match pooled over the hop counts from 3 on, per seed's reading: {task: value} -> value."""
+    ks = [t for t in reads if int(t[3:]) >= 3]
+    return sum(reads[t] for t in ks) / len(ks)
+
+
+def depth_looped_md(acc, grids, best, gpt, ss):
+    """Each looped model against its depth-1 control at every test-time depth: exact match at k >= 3
+    (the mean over those hop counts of each k's mean over seeds; sd: the largest of theirs)."""
+    spec = PAPERS['depth']
+    pooled = lambda a: (deep_hops({t: r['mean'] for t, r in a.items()}), max(r['sd'] for t, r in a.items()  # noqa: E731
+                                                                             if int(t[3:]) >= 3))
+    md = ["The looped models on the task, through the same curriculum, each at its own rate (seed 1337's answer loss: " +
+          '; '.join(f"{n} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in g.items()) for n, g in grids.items()) +
+          "; each control at its model's), seeds " + ', '.join(map(str, ss)) + ". Exact match at k >= 3 (mean over "
+          "k = 3 ... 6; sd the largest of those k's) against the depth run at test time; the GPTs: " +
+          ', '.join(f"{n} {pooled(a)[0]:.3f}" for n, a in gpt.items()) + '.', '']
+    for model, control in ((m, c) for c, m in spec['tune_as'].items()):
+        knob = spec['knob'][model]
+        n_params = counts(stage_dir(model, best[model], None, ss[0]))[1]
+        md += [f"| {knob} | {model} ({n_params:,} non-embedding) | {control} | {model} - {control} | verdict |",
+               '|---|---|---|---|---|']
+        for v in spec['sweep']:
+            (a, sa), (b, sb) = pooled(acc[model][v]), pooled(acc[control][v])
+            md.append(f"| {v} | {a:.3f} +- {sa:.3f} | {b:.3f} +- {sb:.3f} | {a - b:+.3f} | "
+                      f"{verdict({'mean': a, 'sd': sa}, {'mean': b, 'sd': sb}, higher=True)} |")
+        md.append('')
+    return md
+
+
+def depth_looped_axes(ax, acc, gpt):
+    """Exact match at k >= 3 against test-time depth: each looped model (solid) and its control (dashed),
+    the GPTs as lines."""
+    spec = PAPERS['depth']
+    for i, (control, model) in enumerate(spec['tune_as'].items()):
+        for name, style in ((model, 'o-'), (control, 's--')):
+            ax.plot(spec['sweep'], [deep_hops({t: r['mean'] for t, r in acc[name][v].items()}) for v in spec['sweep']],
+                    style, color=f'C{i + 2}', label=f"{name} ({spec['knob'][name]})")
+    for i, (name, a) in enumerate(gpt.items()):
+        ax.axhline(deep_hops({t: r['mean'] for t, r in a.items()}), color=f'C{i}', ls=':', label=name)
+    ax.set(title='exact match at k >= 3 against test-time depth', xlabel='num_recur / rounds / Ts',
+           ylabel='exact match', ylim=(0, 1.05))
+    ax.legend(fontsize=7)
 
 
 def depth_figure(acc, grids, best):
     """Exact match against the hop count per GPT, and each GPT's rate bracket."""
     from battery import CHANCE
     _, deep = PAPERS['depth']['runs']
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig = plt.figure(figsize=(17, 4))
+    ax1, ax2 = fig.add_subplot(1, 3, 1), fig.add_subplot(1, 3, 2)
     ks = [int(t[3:]) for t in acc[deep]]
     for i, name in enumerate(PAPERS['depth']['runs']):
         ax1.errorbar(ks, [acc[name][t]['mean'] for t in acc[name]], [acc[name][t]['sd'] for t in acc[name]],
