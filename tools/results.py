@@ -1551,8 +1551,8 @@ def depth_rows(runs, best, ss, done):
         rows.append({'run': f'{name} (lr {best[name]:g})', 'model': model, 'seeds': ss, 'losses': [g[1] for g in got],
                      'mean': m, 'sd': sd, 'seconds': sum(g[0] for g in got)})
         per = lambda reads: {t: dict(zip(('mean', 'sd'), mean_sd([r[t] for r in reads]))) for t in reads[0]}  # noqa: E731
-        acc[name] = ({v: per([g[2][v] for g in got]) for v in got[0][2]} if name in PAPERS['depth']['looped']
-                     else per([g[2] for g in got]))
+        acc[name] = ({v: per([{**g[2][v], DEEP: deep_hops(g[2][v])} for g in got]) for v in got[0][2]}
+                     if name in PAPERS['depth']['looped'] else per([g[2] for g in got]))
     return rows, acc
 
 
@@ -1567,8 +1567,9 @@ def stage_dir(name, lr, n, seed):
 
 
 def depth_run(name, lr, seed, iters):
-    """One GPT of the gate at one rate and seed, after its curriculum (each stage from the one before's
-    weights): (seconds, answer loss on the val stream, {task: exact match})."""
+    """One run of the depth task (a GPT of the gate or a looped model) at one rate and seed, after its
+    curriculum (each stage from the one before's weights): (seconds, answer loss on the val stream,
+    {task: exact match}, a looped model's per test-time depth: {depth: {task: exact match}})."""
     spec, rate = PAPERS['depth'], [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}']
     args = {**spec['runs'], **spec['looped']}[name]
     secs, start = 0, []
@@ -1616,32 +1617,33 @@ def depth_md(acc, grids, best, dirs):
                      f"prompt equals the answer, {HOP_N} val examples per k, mean +- sd over seeds."], all(gate)
 
 
+DEEP = 'k >= 3'    # a looped model's reading pooled over the hop counts the gate is about
+
+
 def deep_hops(reads):
-    """Exact match pooled over the hop counts from 3 on, per seed's reading: {task: value} -> value."""
-    ks = [t for t in reads if int(t[3:]) >= 3]
+    """Exact match pooled over the hop counts from 3 on: {task: value} -> their mean."""
+    ks = [t for t in reads if t.startswith('hop') and int(t[3:]) >= 3]
     return sum(reads[t] for t in ks) / len(ks)
 
 
 def depth_looped_md(acc, grids, best, gpt, ss):
     """Each looped model against its depth-1 control at every test-time depth: exact match at k >= 3
-    (the mean over those hop counts of each k's mean over seeds; sd: the largest of theirs)."""
+    (each seed's mean over k = 3 ... 6, then mean +- sd over seeds)."""
     spec = PAPERS['depth']
-    pooled = lambda a: (deep_hops({t: r['mean'] for t, r in a.items()}), max(r['sd'] for t, r in a.items()  # noqa: E731
-                                                                             if int(t[3:]) >= 3))
     md = ["The looped models on the task, through the same curriculum, each at its own rate (seed 1337's answer loss: " +
           '; '.join(f"{n} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in g.items()) for n, g in grids.items()) +
-          "; each control at its model's), seeds " + ', '.join(map(str, ss)) + ". Exact match at k >= 3 (mean over "
-          "k = 3 ... 6; sd the largest of those k's) against the depth run at test time; the GPTs: " +
-          ', '.join(f"{n} {pooled(a)[0]:.3f}" for n, a in gpt.items()) + '.', '']
+          "; each control at its model's), seeds " + ', '.join(map(str, ss)) + ". Exact match at k >= 3 (each seed's "
+          "mean over k = 3 ... 6, then mean +- sd over seeds) against the depth run at test time; the GPTs: " +
+          ', '.join(f"{n} {deep_hops({t: r['mean'] for t, r in a.items()}):.3f}" for n, a in gpt.items()) + '.', '']
     for model, control in ((m, c) for c, m in spec['tune_as'].items()):
         knob = spec['knob'][model]
         n_params = counts(stage_dir(model, best[model], None, ss[0]))[1]
         md += [f"| {knob} | {model} ({n_params:,} non-embedding) | {control} | {model} - {control} | verdict |",
                '|---|---|---|---|---|']
         for v in spec['sweep']:
-            (a, sa), (b, sb) = pooled(acc[model][v]), pooled(acc[control][v])
-            md.append(f"| {v} | {a:.3f} +- {sa:.3f} | {b:.3f} +- {sb:.3f} | {a - b:+.3f} | "
-                      f"{verdict({'mean': a, 'sd': sa}, {'mean': b, 'sd': sb}, higher=True)} |")
+            a, b = acc[model][v][DEEP], acc[control][v][DEEP]
+            md.append(f"| {v} | {a['mean']:.3f} +- {a['sd']:.3f} | {b['mean']:.3f} +- {b['sd']:.3f} | "
+                      f"{a['mean'] - b['mean']:+.3f} | {verdict(a, b, higher=True)} |")
         md.append('')
     return md
 
@@ -1652,7 +1654,7 @@ def depth_looped_axes(ax, acc, gpt):
     spec = PAPERS['depth']
     for i, (control, model) in enumerate(spec['tune_as'].items()):
         for name, style in ((model, 'o-'), (control, 's--')):
-            ax.plot(spec['sweep'], [deep_hops({t: r['mean'] for t, r in acc[name][v].items()}) for v in spec['sweep']],
+            ax.plot(spec['sweep'], [acc[name][v][DEEP]['mean'] for v in spec['sweep']],
                     style, color=f'C{i + 2}', label=f"{name} ({spec['knob'][name]})")
     for i, (name, a) in enumerate(gpt.items()):
         ax.axhline(deep_hops({t: r['mean'] for t, r in a.items()}), color=f'C{i}', ls=':', label=name)
