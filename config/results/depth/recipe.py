@@ -1,7 +1,7 @@
 # The depth task's recipe (tools/results.py depth), shared by the gate's GPTs and the looped models: the
 # answer is k pointer lookups away (battery.py's hops, loss on the answer only).
 #   python prepare_data.py hops && python train.py config/results/depth/gpt_3l.py
-out_dir = 'out-results/depth/run'
+out_dir = 'out-results/depth/recipe'
 dataset = 'hops'
 loss_on = 'answers'
 block_size = 64                    # one example a window (61 characters): with two, the second's lookup also finds
