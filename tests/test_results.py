@@ -876,6 +876,11 @@ def test_a_run_s_record_rebuilds_it_in_a_fresh_clone(fresh, tmp_path, monkeypatc
     if not fresh:
         assert seconds == json.load(open(rec / 'done.json'))['seconds'] and open(os.path.join(out, 'log.jsonl')).read() == log
         assert not os.path.exists(os.path.join(out, 'ckpt.pt'))
+        other = results.run_dir('p', 'b', 1)                  # a record of other arguments is not reused
+        results.train(['c.py', '--n_layer=2'], other, 1, 0)
+        os.rename('out-results', 'old2')
+        results.train(['c.py', '--n_layer=3'], other, 1, 0)
+        assert len(calls) == 3 and '--n_layer=3' in calls[-1]
 
 
 @pytest.mark.parametrize('same', [True, False])

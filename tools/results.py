@@ -278,7 +278,7 @@ def train(args, out, seed, iters, upto=None):
     extra = [f'--max_iters={iters}', f'--lr_decay_iters={iters}'] if iters else []
     extra += [f'--max_iters={upto}'] if upto else []
     done_path = os.path.join(out, 'done.json')
-    restore(out)
+    restore(out, args)
     done = json.load(open(done_path)) if os.path.isfile(done_path) else None
     if done and (upto is None or done.get('upto', 0) >= upto):
         keep(out)
@@ -344,12 +344,16 @@ def keep(out):
                 write_bytes(dest, data)
 
 
-def restore(out):
+def restore(out, args):
     """A run that its record holds and out-results/ does not (a fresh clone): the record's files copied
-    back, the checkpoint left to ensure_ckpt(). A killed run's checkpoint resumes instead."""
+    back, the checkpoint left to ensure_ckpt(). A killed run's checkpoint resumes instead, and a record
+    trained with other arguments than args is not used (a line says so; the run trains again)."""
     rec = record_dir(out)
     if (FRESH or rec is None or os.path.isfile(os.path.join(out, 'done.json')) or os.path.isfile(os.path.join(out, 'ckpt.pt'))
             or not os.path.isfile(os.path.join(rec, 'done.json'))):
+        return
+    if json.load(open(os.path.join(rec, 'done.json'))).get('argv', [])[1:1 + len(args)] != list(args):
+        print(f"{rec} was trained with other arguments than {' '.join(args)}: trained again", flush=True)
         return
     for root, _, files in os.walk(rec):
         for f in files:
@@ -1102,7 +1106,7 @@ def finetune_legs(ft, spec, iters):
     args = {(name, seed): a for name, runs in ft.items() for seed, a in runs}
     source = {j: next(x for x in a if x.startswith('--init_from='))[len('--init_from='):] for j, a in args.items()}
     for j, src in source.items():     # a pretraining retrained at another rate leaves a fine-tune of the old one
-        restore(run_dir('fon', *j))
+        restore(run_dir('fon', *j), args[j])
         path = os.path.join(run_dir('fon', *j), 'done.json')
         if os.path.isfile(path) and f'--init_from={src} ' not in json.load(open(path))['command'] + ' ':
             fail(f"{os.path.dirname(path)} was fine-tuned from another pretraining than {src}: move it aside "
