@@ -13,8 +13,8 @@ tables) and results/<paper>.png (the curves).
     python -m tools.results parcae      # ~110 min: Table 2 with the base RDM; Parcae vs GPT 6L/12L and mu=1 on
                                         # Table 21's recipe, on characters and the battery; L(T) forms;
                                         # Parcae vs GPT 6L at a second size (40 of the 110)
-    python -m tools.results workspace   # ~55 min: Table 3's six rows, seeds 11/23/37, bits per byte;
-                                        # + ~80 min (estimated): the six at a second size
+    python -m tools.results workspace   # ~2.5-3 h: Table 3's six rows, seeds 11/23/37, bits per byte, each at
+                                        # its own rate, at two sizes (100 runs, 302 CPU-minutes of training)
     python -m tools.results fon         # ~90 min, and 3-7 h for the infill arms: FON vs Mamba2 vs Transformers,
                                         # the tied head, length extrapolation, Table 5's infill arms, three seeds
     python -m tools.results battery     # ~50 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
