@@ -703,6 +703,7 @@ def test_every_script_answers_help_and_says_a_mistake_in_one_line(tools_workspac
         ('tools.results', ['nonsense'], "unknown paper 'nonsense' (usage: python -m tools.results {textnca|"),
         ('tools.results', ['parcae', '--sedes=2'], "unknown option '--sedes=2'"),
         ('tools.results', ['parcae', '--seeds'], '--seeds takes a value: --seeds=N'),
+        ('tools.results', ['parcae', '--jobs=0'], "--jobs must be a whole number >= 1, got '0'"),
         ('tools.bench', ['--modles=gpt'], "unknown config key 'modles' (did you mean: models?)"),
         ('tools.eval', [run, '--bogus=1'], "unknown key 'bogus'"),
         ('sample.py', [run, '--bogus=1'], 'unknown key(s) bogus'),

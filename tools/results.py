@@ -23,7 +23,8 @@ tables) and results/<paper>.png (the curves).
                                         # estimated); once it holds, the looped models' depth sweeps (~10 h more)
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
-Two runs train at once, one thread each; the wall times in the tables are theirs.
+Two runs train at once, one thread each (--jobs=N: N at once, one a core); the wall times in the tables
+are theirs, so time them at one job a core.
 
 Every finished run leaves a record in results/runs/<paper>/ (its config, log, eval readings and
 command; no checkpoint), committed with the tables: in a fresh clone the command rebuilds each table
@@ -1688,7 +1689,7 @@ def depth_figure(acc, grids, best):
     return fig
 
 
-JOBS = 2         # train.py runs at once (2 cores)
+JOBS = 2         # train.py runs at once, one thread each (--jobs)
 ITERS = 0        # --iters: a quick look in its own folder, never mixed with the full runs
 UNIGRAM = 3.31   # tiny Shakespeare's unigram entropy, nats per character
 
@@ -1730,11 +1731,11 @@ def main(argv):
     if '-h' in argv or '--help' in argv:   # before anything starts: the usage is the docstring
         print(__doc__.strip())
         return
-    usage = f"usage: python -m tools.results {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N] [--fresh]"
+    usage = f"usage: python -m tools.results {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N] [--jobs=N] [--fresh]"
     bad = [a for a in argv if a.startswith('-') and a != '--fresh' and
-           (a.split('=', 1)[0] not in ('--seeds', '--iters') or '=' not in a)]
+           (a.split('=', 1)[0] not in ('--seeds', '--iters', '--jobs') or '=' not in a)]
     if bad:
-        fail((f"{bad[0]} takes a value: {bad[0]}=N" if bad[0] in ('--seeds', '--iters') else
+        fail((f"{bad[0]} takes a value: {bad[0]}=N" if bad[0] in ('--seeds', '--iters', '--jobs') else
               f"unknown option {bad[0]!r}") + f" ({usage})")
     opts = dict(a[2:].split('=', 1) for a in argv if a.startswith('--') and a != '--fresh')
     papers = [a for a in argv if not a.startswith('-')]
@@ -1742,15 +1743,16 @@ def main(argv):
         fail((f"unknown paper {next(p for p in papers if p not in PAPERS)!r}" if set(papers) - set(PAPERS) else
               "name one paper" if not papers else f"one paper at a time, got {' '.join(papers)}") + f" ({usage})")
     paper = papers[0]
-    for k in ('seeds', 'iters'):
-        if k in opts and not (opts[k].isdigit() and int(opts[k]) >= (k == 'seeds')):
-            fail(f"--{k} must be a whole number{' >= 1' if k == 'seeds' else ''}, got {opts[k]!r}")
+    for k in ('seeds', 'iters', 'jobs'):
+        if k in opts and not (opts[k].isdigit() and int(opts[k]) >= (k != 'iters')):
+            fail(f"--{k} must be a whole number{' >= 1' if k != 'iters' else ''}, got {opts[k]!r}")
     for dataset, prepare in PAPERS[paper].get('datasets', [('shakespeare_char', 'shakespeare_char')]):
         if not os.path.isfile(os.path.join(ROOT, 'data', dataset, 'train.bin')):
             fail(f"no data/{dataset}: run python prepare_data.py {prepare} first"
                  + ('' if dataset in DATASETS else ' (offline: add --input path/to/input.txt)'))
-    global ITERS, FRESH
+    global ITERS, FRESH, JOBS
     seeds, ITERS = int(opts.get('seeds', PAPERS[paper]['seeds'])), int(opts.get('iters', 0))
+    JOBS = int(opts.get('jobs', JOBS))
     FRESH = '--fresh' in argv
     try:
         rows, fig, extra = PAPER_FUNCTIONS[paper](seeds, ITERS)
