@@ -17,7 +17,7 @@ tables) and results/<paper>.png (the curves).
                                         # its own rate, at two sizes (100 runs, 302 CPU-minutes of training)
     python -m tools.results fon         # ~90 min, and 3-7 h for the infill arms: FON vs Mamba2 vs Transformers,
                                         # the tied head, length extrapolation, Table 5's infill arms, three seeds
-    python -m tools.results battery     # ~50 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
+    python -m tools.results battery     # ~45 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
                                         # arms on ind_r and mem_r, three seeds
     python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed (~4-5 h,
                                         # estimated); once it holds, the looped models' depth sweeps (~10 h more)
