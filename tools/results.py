@@ -19,8 +19,9 @@ tables) and results/<paper>.png (the curves).
                                         # the tied head, length extrapolation, Table 5's infill arms, three seeds
     python -m tools.results battery     # ~45 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
                                         # arms on ind_r and mem_r, three seeds
-    python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed (~4-5 h,
-                                        # estimated); once it holds, the looped models' depth sweeps (~10 h more)
+    python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed (a run
+                                        # 21 min 3L, 48 min 6L: ~6-7 CPU-hours); once it holds, the looped
+                                        # models' depth sweeps (~15 CPU-hours more, estimated)
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
 Two runs train at once, one thread each (--jobs=N: N at once, one a core); the wall times in the tables
