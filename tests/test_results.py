@@ -528,7 +528,15 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     monkeypatch.setattr(results, 'train', train)
     monkeypatch.setattr(results, 'evaluate', evaluate)
     monkeypatch.setattr(results, 'eval_json', reading)
+    written = []    # the gate's table is written before any looped model trains
+    monkeypatch.setattr(results, 'write', lambda paper, rows, fig, md, seeds: written.append(
+        (paper, [r['run'] for r in rows], md, any('Parcae' in out for out, _, _ in trained))))
     rows, fig, md = results.depth(3, 0)
+    if deep_wins:
+        assert [w[:2] for w in written] == [('depth', ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)'])]
+        assert not written[0][3] and '**Gate: holds**' in written[0][2] and 'still training' in written[0][2]
+    else:
+        assert written == []    # main() writes the only table
     assert [r['run'] for r in rows][:2] == ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']
     looped = results.PAPERS['depth']['looped']
     if deep_wins:    # the looped models and their controls train only once the gate holds, each control at its model's rate

@@ -1508,7 +1508,8 @@ def depth(seeds, iters):
     stream), then over seeds at that rate; exact match of greedy
     generation after the prompt on HOP_N val examples per k. The gate holds where the 6-layer GPT is
     ahead by more than two sd at every k >= 3: only then can this task show what depth buys a looped
-    model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls).
+    model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls);
+    results/depth.md holds the gate's table as soon as it is decided, and the sweep's once that is done.
 
         for d in hops hops1 hops2 hops3 hops4 hops5; do python prepare_data.py $d; done
         python -m tools.results depth"""
@@ -1524,6 +1525,9 @@ def depth(seeds, iters):
         md += ['', f"The gate does not hold, so the looped models' depth sweeps ({', '.join(spec['looped'])}: "
                    "config/results/depth/) were not run."]
         return rows, fig, '\n'.join(md)
+    # the gate's table now: the looped models' sweep takes hours more
+    write('depth', rows, fig, '\n'.join(md + ['', "The looped models' depth sweeps are still training (the same "
+                                                 "command resumes them and rewrites this file)."]), seeds)
     looped = [n for n in spec['looped'] if n not in spec['tune_as']]
     l_grids, l_best = depth_rates(looped, done, iters)
     l_best.update({c: l_best[m] for c, m in spec['tune_as'].items()})
