@@ -496,21 +496,32 @@ def test_battery_arms_on_ind_r_and_mem_r_over_seeds():
 @pytest.mark.parametrize('deep_wins', [True, False])
 def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch, deep_wins):
     # made-up runs (nothing trains): each GPT's answer loss is lowest at its own rate, one of them beyond
-    # the first grid; the 6L answers every hop count right (within seed noise), the 3L only k <= 2
+    # the first grid; the 6L answers every hop count right (within seed noise), the 3L only k <= 2. Each
+    # stage's last answer loss: the 3L never learns a stage's newest hop past the first; the 6L learns each
+    # at once, but seed 1338's stage 2, which it learns when repeated
     import battery
     monkeypatch.chdir(tmp_path)
     best = {'GPT 3L': 2e-3, 'GPT 6L': 5e-4}
     trained = []
 
+    def stage_loss(out, seed, n):
+        at_chance = math.log(7) / n    # hops 1 ... n - 1 exact, hop n at chance among 7
+        if '3L' in out:
+            return 0.001 if n == 1 else at_chance
+        if seed == 1338 and n == 2 and '_2_hops_1-' not in out:
+            return at_chance / 2 + 1e-3     # just short of learned: repeated
+        return at_chance / 2 - 1e-3
+
     def train(args, out, seed, iters):
         made_up_run(args, out, 44)
-        with open(os.path.join(out, 'log.jsonl'), 'w') as f:   # each stage's last answer loss, for the curriculum line
-            f.write(json.dumps({'kind': 'eval', 'iter': 1000, 'val_loss': 0.5}) + '\n')
+        n = int(next(a for a in args if a.startswith('--dataset=hops'))[len('--dataset=hops'):] or 6)
+        with open(os.path.join(out, 'log.jsonl'), 'w') as f:   # each stage's last answer loss
+            f.write(json.dumps({'kind': 'eval', 'iter': 1000, 'val_loss': stage_loss(out, seed, n)}) + '\n')
         trained.append((out, seed, args))
         return 60.0
 
     def lr_of(out):
-        return float(out.split('_lr_')[1].split('_up_to_')[0].split('-s')[0].replace('_', '.'))
+        return float(re.match(r'\d+_\d+', out.split('_lr_')[1]).group().replace('_', '.'))
 
     def evaluate(out, *a):
         name = 'GPT 6L' if '6L' in out else 'GPT 3L'
@@ -523,7 +534,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
             knob, depth = re.fullmatch(r'([a-z_]+?)_?(\d+)', sub.lower()).groups()
             depth = int(depth)
             assert any(x.lower() == f'--{knob}={depth}' for x in a)
-            right = lambda k: 0.15 + (0 if '_1_lr' in out or '_1-s' in out else 0.1 * min(depth, 6)) + 0.001 * (seed - 1337)
+            right = lambda k: 0.15 + (0 if '_1_lr_' in out else 0.1 * min(depth, 6)) + 0.001 * (seed - 1337)
         return {'tasks': {t: {'generate': right(int(t[3:]))} for t in battery.HOP_TASKS}}
     monkeypatch.setattr(results, 'train', train)
     monkeypatch.setattr(results, 'evaluate', evaluate)
@@ -549,20 +560,35 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     trained = [t for t in trained if any(m in t[0] for m in ('GPT_3L', 'GPT_6L'))]
     rows = rows[:2]
     assert all(r['seeds'] == [1337, 1338, 1339] and r['mean'] == 1.0 for r in rows)
-    # grids + seeds, each run six times: hop counts up to 1, 2, ..., 5, then the task, each from the one before
-    stages = len(battery.UP_TO) + 1
-    assert sum('6L' in o for o, _, _ in trained) == stages * (5 + 2) and sum('3L' in o for o, _, _ in trained) == stages * (3 + 2)
-    order = [o for o, _, _ in trained]
+    # each run's stages in order, each from the one before: hop counts up to 1, 2, ..., 5, then the task; a stage
+    # whose newest hop is not learned again from its own end, at most STAGE_REPEATS times; the names count the repeats
+    runs = {}
     for out, seed, args in trained:
-        n = int(out.split('_up_to_')[1].split('_')[0]) if '_up_to_' in out else len(battery.UP_TO) + 1
-        before = out.split('_up_to_')[0].rsplit('-s', 1)[0] + f'_up_to_{n - 1}_hops-s{seed}'
-        if n == 1:
-            assert not any(a.startswith('--init_from=') for a in args)
+        runs.setdefault((lr_of(out), '6L' in out, seed), []).append((out, args))
+    more = results.STAGE_REPEATS
+    for (lr, deep, seed), stages in runs.items():
+        hops = [int(next(a for a in args if a.startswith('--dataset=hops'))[len('--dataset=hops'):] or 6)
+                for _, args in stages]
+        if not deep:    # stage 1 learned, every later one repeated to the cap
+            assert hops == [1] + [n for n in range(2, 6) for _ in range(1 + more)] + [6]
+        elif seed == 1338:    # stage 2 learned on its first repeat
+            assert hops == [1, 2, 2, 3, 4, 5, 6]
         else:
-            assert order.index(before) < order.index(out) and args[-1] == f'--init_from={before}'
-        assert results.CFG + 'depth/stage.py' in args     # every stage, the task too, as long as the first
-        assert f'--dataset=hops{n if n <= len(battery.UP_TO) else ""}' in args
-    assert 'seed 1337, the answer loss at the end of each stage (hop counts 1 ... N): N = 1 0.500, N = 2 0.500' in md
+            assert hops == [1, 2, 3, 4, 5, 6]
+        r = [sum(a == b for a, b in zip(hops[:i], hops[1:i + 1])) for i in range(len(hops))]
+        name = f"GPT {'6L' if deep else '3L'}"
+        assert [out for out, _ in stages] == [results.stage_dir(name, lr, n if n < 6 else None, seed, k)
+                                              for n, k in zip(hops, r)]
+        assert not any(a.startswith('--init_from=') for a in stages[0][1])
+        for (before, _), (out, args) in zip(stages, stages[1:]):
+            assert args[-1] == f'--init_from={before}'
+        for (out, args), n in zip(stages, hops):
+            assert results.CFG + 'depth/stage.py' in args     # every stage, the task too, as long as the first
+            assert f'--dataset=hops{n if n <= len(battery.UP_TO) else ""}' in args
+    assert results.stage_dir('GPT 6L', 5e-4, 2, 1338, 1).endswith('GPT_6L_lr_0_0005_up_to_2_hops_1-s1338')
+    assert len(runs) == 5 + 2 + 3 + 2    # grids, then the other seeds at each best rate
+    assert f"N = 1 {math.log(7) / 2 - 1e-3:.3f}, N = 2 {math.log(7) / 4 - 1e-3:.3f}, N = 3" in md
+    assert f'Stages repeated, per seed: GPT 3L {4 * more}, {4 * more}, {4 * more}; GPT 6L 0, 1, 0.' in md
     table = [line for line in md.split('**Gate')[0].splitlines() if line.startswith('| ') and line[2].isdigit()]
     assert len(table) == len(battery.HOPS)
     if deep_wins:

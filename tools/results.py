@@ -20,8 +20,8 @@ tables) and results/<paper>.png (the curves).
     python -m tools.results battery     # ~45 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
                                         # arms on ind_r and mem_r, three seeds
     python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed (a run
-                                        # 21 min 3L, 48 min 6L: ~6-7 CPU-hours); once it holds, the looped
-                                        # models' depth sweeps (~15 CPU-hours more, estimated)
+                                        # 21-49 min 3L, 48-110 min 6L with its repeated stages: ~10 CPU-hours);
+                                        # once it holds, the looped models' depth sweeps (~20 CPU-hours more)
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
 Two runs train at once, one thread each (--jobs=N: N at once, one a core); the wall times in the tables
@@ -1503,10 +1503,10 @@ HOP_N = 200                        # val examples read per hop count (the split 
 
 def depth(seeds, iters):
     """The depth gate: on battery.py's hops (the answer k pointer lookups away, the loss on the answer
-    only; each run after a curriculum, hop counts 1 ... N for N = 1 ... 5), a GPT 3L and a GPT 6L, each
-    at its own best rate (bracket() over DEPTH_LRS on seed 1337, by the answer loss on the whole val
-    stream), then over seeds at that rate; exact match of greedy
-    generation after the prompt on HOP_N val examples per k. The gate holds where the 6-layer GPT is
+    only; each run after a curriculum, hop counts 1 ... N for N = 1 ... 5, a stage repeated while its
+    newest hop is not learned), a GPT 3L and a GPT 6L, each at its own best rate (bracket() over
+    DEPTH_LRS on seed 1337, by the answer loss on the whole val stream), then over seeds at that rate;
+    exact match of greedy generation after the prompt on HOP_N val examples per k. The gate holds where the 6-layer GPT is
     ahead by more than two sd at every k >= 3: only then can this task show what depth buys a looped
     model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls);
     results/depth.md holds the gate's table as soon as it is decided, and the sweep's once that is done.
@@ -1518,8 +1518,7 @@ def depth(seeds, iters):
     grids, best = depth_rates(list(spec['runs']), done, iters)
     depth_train([(name, best[name], s) for name in spec['runs'] for s in ss], done, iters)
     rows, acc = depth_rows(spec['runs'], best, ss, done)
-    _, deep = spec['runs']
-    md, holds = depth_md(acc, grids, best, [stage_dir(deep, best[deep], n, ss[0]) for n in [*UP_TO, None]])
+    md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']})
     fig = depth_figure(acc, grids, best)
     if not holds:
         md += ['', f"The gate does not hold, so the looped models' depth sweeps ({', '.join(spec['looped'])}: "
@@ -1533,7 +1532,7 @@ def depth(seeds, iters):
     l_best.update({c: l_best[m] for c, m in spec['tune_as'].items()})
     depth_train([(name, l_best[name], s) for name in spec['looped'] for s in ss], done, iters)
     l_rows, l_acc = depth_rows(spec['looped'], l_best, ss, done)
-    md += ['', *depth_looped_md(l_acc, l_grids, l_best, acc, ss)]
+    md += ['', *depth_looped_md(l_acc, l_grids, l_rows, acc)]
     depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
     return rows + l_rows, fig, '\n'.join(md)
 
@@ -1558,8 +1557,10 @@ def depth_rows(runs, best, ss, done):
     for name in runs:
         got = [done[(name, best[name], s)] for s in ss]
         m, sd = mean_sd([g[1] for g in got])
-        model = json.load(open(os.path.join(stage_dir(name, best[name], None, ss[0]), 'config.json')))['model']
-        rows.append({'run': f'{name} (lr {best[name]:g})', 'model': model, 'seeds': ss, 'losses': [g[1] for g in got],
+        dirs = [g[3][-1][1] for g in got]
+        model = json.load(open(os.path.join(dirs[0], 'config.json')))['model']
+        rows.append({'run': f'{name} (lr {best[name]:g})', 'model': model, 'seeds': ss, 'dirs': dirs,
+                     'losses': [g[1] for g in got],
                      'mean': m, 'sd': sd, 'seconds': sum(g[0] for g in got)})
         per = lambda reads: {t: dict(zip(('mean', 'sd'), mean_sd([r[t] for r in reads]))) for t in reads[0]}  # noqa: E731
         acc[name] = ({v: per([{**g[2][v], DEEP: deep_hops(g[2][v])} for g in got]) for v in got[0][2]}
@@ -1572,23 +1573,41 @@ def depth_train(jobs, done, iters):
     run_jobs(lambda j: depth_run(*j, iters), jobs, done)
 
 
-def stage_dir(name, lr, n, seed):
-    """The run folder of the curriculum's stage n (hop counts 1 ... n), or of the task itself (n None)."""
-    return run_dir('depth', f'{name} lr {lr:g}' + (f' up to {n} hops' if n else ''), seed)
+def stage_dir(name, lr, n, seed, r=0):
+    """The run folder of the curriculum's stage n (hop counts 1 ... n), or of the task itself (n None);
+    r: the stages repeated before it on its run's curriculum (a run that repeats none keeps the plain names)."""
+    return run_dir('depth', f'{name} lr {lr:g}' + (f' up to {n} hops' if n else '') + (f' +{r}' if r else ''), seed)
+
+
+STAGE_REPEATS = 2    # a stage that has not learned its newest hop is trained again from its own end, at most this
+                     # often: the GPT 6L sat a whole stage at one hop, then learned the rest a stage later (seed 1338)
+                     # or never (seed 1339), so one stage's length decided a seed's verdict
+
+
+def stage_learned(out, n):
+    """Stage n (hop counts 1 ... n) has learned its newest hop: its last answer loss is below half of what it is
+    with hops 1 ... n - 1 exact and hop n at chance, -ln(chance) / n (the n hop counts are equally frequent)."""
+    from battery import CHANCE
+    return val_curve(out)[-1][1] < -math.log(CHANCE[f'hop{n}of{n}']) / (2 * n)
 
 
 def depth_run(name, lr, seed, iters):
     """One run of the depth task (a GPT of the gate or a looped model) at one rate and seed, after its
-    curriculum (each stage from the one before's weights): (seconds, answer loss on the val stream,
-    {task: exact match}, a looped model's per test-time depth: {depth: {task: exact match}})."""
+    curriculum (each stage from the one before's weights, repeated while its newest hop is not learned):
+    (seconds, answer loss on the val stream, {task: exact match} or a looped model's per test-time depth
+    {depth: {task: exact match}}, [(n, folder)] of every stage trained, the task's last with n None)."""
     spec, rate = PAPERS['depth'], [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}']
     args = {**spec['runs'], **spec['looped']}[name]
-    secs, start = 0, []
+    secs, start, r, stages = 0, [], 0, []
     for n in UP_TO:
-        stage = stage_dir(name, lr, n, seed)
-        secs += train(args + spec['stage'] + rate + [f'--dataset=hops{n}'] + start, stage, seed, iters)
-        start = [f'--init_from={stage}']
-    out = stage_dir(name, lr, None, seed)    # the task (hop counts 1 ... 6): one more stage
+        for again in range(STAGE_REPEATS + 1):
+            stage = stage_dir(name, lr, n, seed, r)
+            secs += train(args + spec['stage'] + rate + [f'--dataset=hops{n}'] + start, stage, seed, iters)
+            start, stages = [f'--init_from={stage}'], stages + [(n, stage)]
+            if again == STAGE_REPEATS or stage_learned(stage, n):
+                break
+            r += 1
+    out = stage_dir(name, lr, None, seed, r)    # the task (hop counts 1 ... 6): one more stage
     secs += train(args + spec['stage'] + rate + ['--dataset=hops'] + start, out, seed, iters)
 
     def hops(*knob, sub=None):
@@ -1596,23 +1615,28 @@ def depth_run(name, lr, seed, iters):
         return {t: r['generate'] for t, r in tasks.items()}
     knob = spec['knob'].get(name)
     acc = {v: hops(f'--{knob}={v}', sub=f'{knob}{v}') for v in spec['sweep']} if knob else hops()
-    return secs, evaluate(out, '--stream=True')['loss'], acc
+    return secs, evaluate(out, '--stream=True')['loss'], acc, stages + [(None, out)]
 
 
-def depth_md(acc, grids, best, dirs):
-    """The rate brackets, the exact match per hop count with the verdicts, and the gate."""
+def depth_md(acc, grids, best, stages):
+    """The rate brackets, the exact match per hop count with the verdicts, and the gate. stages: {GPT:
+    [depth_run()'s stages per seed]}."""
     from battery import CHANCE
     shallow, deep = PAPERS['depth']['runs']
-    *stages, out = dirs
-    n_params = build_model('gpt', {**json.load(open(os.path.join(out, 'config.json')))}).num_params()
+    dirs = [d for _, d in stages[deep][0]]
+    *curriculum, out = stages[deep][0]
+    n_params = build_model('gpt', {**json.load(open(os.path.join(out[1], 'config.json')))}).num_params()
     md = ["Each GPT's rate: the lowest answer loss of seed 1337 over " + '; '.join(
               f"{name} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) for name in grids) +
-          f". {tokens_seen(out):,} tokens seen on the task after {sum(map(tokens_seen, stages)):,} on "
-          f"its curriculum ({sum(map(tokens_seen, dirs)) / n_params:.0f} per parameter of the 6L's "
-          f"{n_params:,}), 8 answers in every window (one listing a window; the first answer scored). "
-          f"The {deep}'s curriculum at its rate, seed 1337, the answer loss at the end of each stage "
-          f"(hop counts 1 ... N): " + ', '.join(f"N = {n} {val_curve(d)[-1][1]:.3f}"
-                                                for n, d in zip(UP_TO, stages)) + '.', '',
+          f". The {deep} at its rate, seed 1337: {tokens_seen(out[1]):,} tokens seen on the task after "
+          f"{sum(tokens_seen(d) for _, d in curriculum):,} on its curriculum ({sum(map(tokens_seen, dirs)) / n_params:.0f} "
+          f"per parameter of its {n_params:,}), 8 answers in every window (one listing a window; the first answer "
+          f"scored); the answer loss at the end of each stage (hop counts 1 ... N, a stage repeated from its own end "
+          f"while its loss is above half of what it is with hop N at chance, at most {STAGE_REPEATS} times): " +
+          ', '.join(f"N = {n} " + ' then '.join(f'{val_curve(d)[-1][1]:.3f}' for m, d in curriculum if m == n)
+                    for n in UP_TO) + '. Stages repeated, per seed: ' + '; '.join(
+              f"{name} " + ', '.join(str(len(runs) - 1 - len(UP_TO)) for runs in stages[name]) for name in stages) +
+          '.', '',
           f'| hops k | chance | {shallow} | {deep} | {deep} - {shallow} | verdict |', '|---|---|---|---|---|---|']
     gate = []
     for t in acc[deep]:
@@ -1637,10 +1661,11 @@ def deep_hops(reads):
     return sum(reads[t] for t in ks) / len(ks)
 
 
-def depth_looped_md(acc, grids, best, gpt, ss):
+def depth_looped_md(acc, grids, rows, gpt):
     """Each looped model against its depth-1 control at every test-time depth: exact match at k >= 3
-    (each seed's mean over k = 3 ... 6, then mean +- sd over seeds)."""
+    (each seed's mean over k = 3 ... 6, then mean +- sd over seeds). rows: depth_rows()', in spec['looped']'s order."""
     spec = PAPERS['depth']
+    ss, first = rows[0]['seeds'], {name: row['dirs'][0] for name, row in zip(spec['looped'], rows)}
     md = ["The looped models on the task, through the same curriculum, each at its own rate (seed 1337's answer loss: " +
           '; '.join(f"{n} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in g.items()) for n, g in grids.items()) +
           "; each control at its model's), seeds " + ', '.join(map(str, ss)) + ". Exact match at k >= 3 (each seed's "
@@ -1648,7 +1673,7 @@ def depth_looped_md(acc, grids, best, gpt, ss):
           ', '.join(f"{n} {deep_hops({t: r['mean'] for t, r in a.items()}):.3f}" for n, a in gpt.items()) + '.', '']
     for model, control in ((m, c) for c, m in spec['tune_as'].items()):
         knob = spec['knob'][model]
-        n_params = counts(stage_dir(model, best[model], None, ss[0]))[1]
+        n_params = counts(first[model])[1]
         md += [f"| {knob} | {model} ({n_params:,} non-embedding) | {control} | {model} - {control} | verdict |",
                '|---|---|---|---|---|']
         for v in spec['sweep']:

@@ -5,7 +5,8 @@
 # learned even the one-hop lookup in 10,000 iterations (every hop count at chance). From one-hop
 # weights, the GPT 3L on hop counts 1-2 learned the second hop at lr 3e-3 between iterations 1,500 and
 # 2,000 (k = 2 exact by 4,000), and not at 1e-3 in 5,000: a stage is 3,000 iterations, and the gate's
-# bracket picks the rate.
+# bracket picks the rate. A stage that ends with its newest hop unlearned is run again from its own end
+# (tools/results.py STAGE_REPEATS).
 out_dir = 'out-results/depth/stage'
 dataset = 'hops1'
 max_iters = 3000
