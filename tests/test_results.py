@@ -557,6 +557,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
         assert len([a for a in fig.axes if a.has_data()]) == 3
     else:
         assert len(rows) == 2 and "The gate does not hold, so the looped models' depth sweeps" in md
+        assert len(fig.axes) == 2    # no empty slot for the looped models' curves
     trained = [t for t in trained if any(m in t[0] for m in ('GPT_3L', 'GPT_6L'))]
     rows = rows[:2]
     assert all(r['seeds'] == [1337, 1338, 1339] and r['mean'] == 1.0 for r in rows)
@@ -589,6 +590,11 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     assert len(runs) == 5 + 2 + 3 + 2    # grids, then the other seeds at each best rate
     assert f"N = 1 {math.log(7) / 2 - 1e-3:.3f}, N = 2 {math.log(7) / 4 - 1e-3:.3f}, N = 3" in md
     assert f'Stages repeated, per seed: GPT 3L {4 * more}, {4 * more}, {4 * more}; GPT 6L 0, 1, 0.' in md
+    d, vocab = 64, 44
+    block = 12 * d * d + 13 * d    # attention 4 d^2, MLP 8 d^2; biases and LayerNorms 13 d
+    size = {n: (n * block + 2 * d + 2 * vocab * d, n * block + 2 * d) for n in (3, 6)}    # the tied matrix twice
+    assert (f"Parameters (paper convention / non-embedding) and FLOPs per token: GPT 3L {size[3][0]:,} / "
+            f"{size[3][1]:,}, " in md and f"; GPT 6L {size[6][0]:,} / {size[6][1]:,}, " in md)
     table = [line for line in md.split('**Gate')[0].splitlines() if line.startswith('| ') and line[2].isdigit()]
     assert len(table) == len(battery.HOPS)
     if deep_wins:

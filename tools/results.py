@@ -1519,7 +1519,7 @@ def depth(seeds, iters):
     depth_train([(name, best[name], s) for name in spec['runs'] for s in ss], done, iters)
     rows, acc = depth_rows(spec['runs'], best, ss, done)
     md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']})
-    fig = depth_figure(acc, grids, best)
+    fig = depth_figure(acc, grids, best, holds)
     if not holds:
         md += ['', f"The gate does not hold, so the looped models' depth sweeps ({', '.join(spec['looped'])}: "
                    "config/results/depth/) were not run."]
@@ -1625,12 +1625,14 @@ def depth_md(acc, grids, best, stages):
     shallow, deep = PAPERS['depth']['runs']
     dirs = [d for _, d in stages[deep][0]]
     *curriculum, out = stages[deep][0]
-    n_params = build_model('gpt', {**json.load(open(os.path.join(out[1], 'config.json')))}).num_params()
+    size = {name: counts(runs[0][-1][1]) for name, runs in stages.items()}
     md = ["Each GPT's rate: the lowest answer loss of seed 1337 over " + '; '.join(
               f"{name} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) for name in grids) +
+          ". Parameters (paper convention / non-embedding) and FLOPs per token: " + '; '.join(
+              f"{name} {p:,} / {e:,}, {f / 1e6:.2f}M" for name, (p, e, f) in size.items()) +
           f". The {deep} at its rate, seed 1337: {tokens_seen(out[1]):,} tokens seen on the task after "
-          f"{sum(tokens_seen(d) for _, d in curriculum):,} on its curriculum ({sum(map(tokens_seen, dirs)) / n_params:.0f} "
-          f"per parameter of its {n_params:,}), 8 answers in every window (one listing a window; the first answer "
+          f"{sum(tokens_seen(d) for _, d in curriculum):,} on its curriculum ({sum(map(tokens_seen, dirs)) / size[deep][1]:.0f} "
+          f"per non-embedding parameter), 8 answers in every window (one listing a window; the first answer "
           f"scored); the answer loss at the end of each stage (hop counts 1 ... N, a stage repeated from its own end "
           f"while its loss is above half of what it is with hop N at chance, at most {STAGE_REPEATS} times): " +
           ', '.join(f"N = {n} " + ' then '.join(f'{val_curve(d)[-1][1]:.3f}' for m, d in curriculum if m == n)
@@ -1699,12 +1701,14 @@ def depth_looped_axes(ax, acc, gpt):
     ax.legend(fontsize=7)
 
 
-def depth_figure(acc, grids, best):
-    """Exact match against the hop count per GPT, and each GPT's rate bracket."""
+def depth_figure(acc, grids, best, holds):
+    """Exact match against the hop count per GPT, and each GPT's rate bracket; once the gate holds, a
+    third slot for the looped models."""
     from battery import CHANCE
     _, deep = PAPERS['depth']['runs']
-    fig = plt.figure(figsize=(17, 4))
-    ax1, ax2 = fig.add_subplot(1, 3, 1), fig.add_subplot(1, 3, 2)
+    panels = 3 if holds else 2
+    fig = plt.figure(figsize=(5.7 * panels, 4))
+    ax1, ax2 = fig.add_subplot(1, panels, 1), fig.add_subplot(1, panels, 2)
     ks = [int(t[3:]) for t in acc[deep]]
     for i, name in enumerate(PAPERS['depth']['runs']):
         ax1.errorbar(ks, [acc[name][t]['mean'] for t in acc[name]], [acc[name][t]['sd'] for t in acc[name]],
