@@ -1506,8 +1506,8 @@ def depth(seeds, iters):
     only; each run after a curriculum, hop counts 1 ... N for N = 1 ... 5, a stage repeated while its
     newest hop is not learned), a GPT 3L and a GPT 6L, each at its own best rate (bracket() over
     DEPTH_LRS on seed 1337, by the answer loss on the whole val stream), then over seeds at that rate;
-    exact match of greedy generation after the prompt on HOP_N val examples per k. The gate holds where the 6-layer GPT is
-    ahead by more than two sd at every k >= 3: only then can this task show what depth buys a looped
+    exact match of greedy generation after the prompt on HOP_N val examples per k. The gate holds where
+    the 6-layer GPT is ahead by more than two sd at every k >= 3: only then can this task show what depth buys a looped
     model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls);
     results/depth.md holds the gate's table as soon as it is decided, and the sweep's once that is done.
 
@@ -1665,7 +1665,7 @@ def deep_hops(reads):
 
 def depth_looped_md(acc, grids, rows, gpt):
     """Each looped model against its depth-1 control at every test-time depth: exact match at k >= 3
-    (each seed's mean over k = 3 ... 6, then mean +- sd over seeds). rows: depth_rows()', in spec['looped']'s order."""
+    (each seed's mean over k = 3 ... 6, then mean +- sd over seeds). rows: depth_rows()'s, in spec['looped']'s order."""
     spec = PAPERS['depth']
     ss, first = rows[0]['seeds'], {name: row['dirs'][0] for name, row in zip(spec['looped'], rows)}
     md = ["The looped models on the task, through the same curriculum, each at its own rate (seed 1337's answer loss: " +
