@@ -171,6 +171,12 @@ HOP_LETTERS = 8
 HOP_QUERIES = 8
 
 
+def lookups(k):
+    """The fewest pointer lookups that answer hop count k: k steps along the cycle are also
+    HOP_LETTERS - k steps back (each pair read right to left), so k = 6 needs two, k = 5 three."""
+    return min(k, HOP_LETTERS - k)
+
+
 def _hop(k, hops=HOPS):
     """The task at k; hops: the hop counts the seven further queries draw from."""
     def hop(rng):

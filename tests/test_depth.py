@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import prepare_data
-from battery import HOP_LETTERS, HOP_QUERIES, HOPS, HOP_TASKS, UP_TO, suffix_answers, synthetic_examples
+from battery import HOP_LETTERS, HOP_QUERIES, HOPS, HOP_TASKS, UP_TO, lookups, suffix_answers, synthetic_examples
 from conftest import read_log, run_script, train_script
 
 
@@ -27,6 +27,11 @@ def test_hop_answers_follow_the_pointers_k_times(task):
             seen.append(x)
         assert seen[-1] == q and len(set(seen)) == HOP_LETTERS
         assert answer == seen[k - 1] and answer != q
+        prev = {b: a for a, b in pairs}    # k steps along are 8 - k back: the fewest lookups, lookups(k)
+        x = q
+        for _ in range(HOP_LETTERS - k):
+            x = prev[x]
+        assert x == answer and lookups(k) == min(k, HOP_LETTERS - k) and lookups(6) == 2
         # seven more queries, each its own letter and hop count, no (letter, k) twice, each answer marked
         asked = suffix.split(' ')[1:]
         assert suffix.startswith(' ') and len(asked) == HOP_QUERIES - 1 and all(len(a) == 3 for a in asked)

@@ -207,7 +207,8 @@ PAPERS = {
     },
     'depth': {
         'claim': 'the gate of every depth claim (Parcae\'s test-time depth, the workspace\'s rounds, TextNCA\'s Ts): '
-                 'on a task whose answer is k sequential lookups away, a 6-layer GPT beats a 3-layer one from k = 3 on',
+                 'on a task whose answer is k sequential lookups away, a 6-layer GPT beats a 3-layer one where three or '
+                 'more lookups are needed (k = 3, 4, 5 on the 8-cycle)',
         'seeds': 3,
         'data': "battery.py's hops (hop1 ... hop6: a random 8-cycle of letters listed as pairs, the answer k steps "
                 "along it; eight queries a listing, each its own letter and k, loss on the answers only, the first "
@@ -1507,7 +1508,8 @@ def depth(seeds, iters):
     newest hop is not learned), a GPT 3L and a GPT 6L, each at its own best rate (bracket() over
     DEPTH_LRS on seed 1337, by the answer loss on the whole val stream), then over seeds at that rate;
     exact match of greedy generation after the prompt on HOP_N val examples per k. The gate holds where
-    the 6-layer GPT is ahead by more than two sd at every k >= 3: only then can this task show what depth buys a looped
+    the 6-layer GPT is ahead by more than two sd at every k that needs three lookups or more (battery.lookups:
+    k = 3, 4, 5; k = 6 is two lookups back around the cycle): only then can this task show what depth buys a looped
     model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls);
     results/depth.md holds the gate's table as soon as it is decided, and the sweep's once that is done.
 
@@ -1621,7 +1623,7 @@ def depth_run(name, lr, seed, iters):
 def depth_md(acc, grids, best, stages):
     """The rate brackets, the exact match per hop count with the verdicts, and the gate. stages: {GPT:
     [depth_run()'s stages per seed]}."""
-    from battery import CHANCE
+    from battery import CHANCE, lookups
     shallow, deep = PAPERS['depth']['runs']
     dirs = [d for _, d in stages[deep][0]]
     *curriculum, out = stages[deep][0]
@@ -1639,39 +1641,43 @@ def depth_md(acc, grids, best, stages):
                     for n in UP_TO) + '. Stages repeated, per seed: ' + '; '.join(
               f"{name} " + ', '.join(str(len(runs) - 1 - len(UP_TO)) for runs in stages[name]) for name in stages) +
           '.', '',
-          f'| hops k | chance | {shallow} | {deep} | {deep} - {shallow} | verdict |', '|---|---|---|---|---|---|']
+          f'| hops k | lookups | chance | {shallow} | {deep} | {deep} - {shallow} | verdict |',
+          '|---|---|---|---|---|---|---|']
     gate = []
     for t in acc[deep]:
         k = int(t[3:])
         v = verdict(acc[deep][t], acc[shallow][t], higher=True)
-        if k >= 3:
+        if lookups(k) >= 3:
             gate.append(v == 'holds')
-        md.append(f"| {k} | {CHANCE[t]:.3f} | {acc[shallow][t]['mean']:.3f} +- {acc[shallow][t]['sd']:.3f} | "
-                  f"{acc[deep][t]['mean']:.3f} +- {acc[deep][t]['sd']:.3f} | "
+        md.append(f"| {k} | {lookups(k)} | {CHANCE[t]:.3f} | {acc[shallow][t]['mean']:.3f} +- "
+                  f"{acc[shallow][t]['sd']:.3f} | {acc[deep][t]['mean']:.3f} +- {acc[deep][t]['sd']:.3f} | "
                   f"{acc[deep][t]['mean'] - acc[shallow][t]['mean']:+.3f} | {v} |")
     return md + ['', f"**Gate: {'holds' if all(gate) else 'does not hold'}** ({deep} ahead by more than two sd at "
-                     f"{sum(gate)} of the {len(gate)} hop counts from 3 on). Exact match: greedy generation after the "
-                     f"prompt equals the answer, {HOP_N} val examples per k, mean +- sd over seeds."], all(gate)
+                     f"{sum(gate)} of the {len(gate)} hop counts that need three lookups or more). Lookups: the fewest "
+                     f"pointer lookups that answer k, min(k, 8 - k), since k steps along the 8-cycle are 8 - k back. "
+                     f"Exact match: greedy generation after the prompt equals the answer, {HOP_N} val examples per k, "
+                     f"mean +- sd over seeds."], all(gate)
 
 
-DEEP = 'k >= 3'    # a looped model's reading pooled over the hop counts the gate is about
+DEEP = '3+ lookups'    # a looped model's reading pooled over the hop counts the gate is about
 
 
 def deep_hops(reads):
-    """Exact match pooled over the hop counts from 3 on: {task: value} -> their mean."""
-    ks = [t for t in reads if t.startswith('hop') and int(t[3:]) >= 3]
+    """Exact match pooled over the hop counts that need three lookups or more: {task: value} -> their mean."""
+    from battery import lookups
+    ks = [t for t in reads if t.startswith('hop') and lookups(int(t[3:])) >= 3]
     return sum(reads[t] for t in ks) / len(ks)
 
 
 def depth_looped_md(acc, grids, rows, gpt):
-    """Each looped model against its depth-1 control at every test-time depth: exact match at k >= 3
-    (each seed's mean over k = 3 ... 6, then mean +- sd over seeds). rows: depth_rows()'s, in spec['looped']'s order."""
+    """Each looped model against its depth-1 control at every test-time depth: exact match at three
+    lookups or more (each seed's mean over k = 3, 4, 5, then mean +- sd over seeds). rows: depth_rows()'s, in spec['looped']'s order."""
     spec = PAPERS['depth']
     ss, first = rows[0]['seeds'], {name: row['dirs'][0] for name, row in zip(spec['looped'], rows)}
     md = ["The looped models on the task, through the same curriculum, each at its own rate (seed 1337's answer loss: " +
           '; '.join(f"{n} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in g.items()) for n, g in grids.items()) +
-          "; each control at its model's), seeds " + ', '.join(map(str, ss)) + ". Exact match at k >= 3 (each seed's "
-          "mean over k = 3 ... 6, then mean +- sd over seeds) against the depth run at test time; the GPTs: " +
+          "; each control at its model's), seeds " + ', '.join(map(str, ss)) + ". Exact match at three lookups or more (each "
+          "seed's mean over k = 3, 4, 5, then mean +- sd over seeds) against the depth run at test time; the GPTs: " +
           ', '.join(f"{n} {deep_hops({t: r['mean'] for t, r in a.items()}):.3f}" for n, a in gpt.items()) + '.', '']
     for model, control in ((m, c) for c, m in spec['tune_as'].items()):
         knob = spec['knob'][model]
@@ -1687,7 +1693,7 @@ def depth_looped_md(acc, grids, rows, gpt):
 
 
 def depth_looped_axes(ax, acc, gpt):
-    """Exact match at k >= 3 against test-time depth: each looped model (solid) and its control (dashed),
+    """Exact match at three lookups or more against test-time depth: each looped model (solid) and its control (dashed),
     the GPTs as lines."""
     spec = PAPERS['depth']
     for i, (control, model) in enumerate(spec['tune_as'].items()):
@@ -1696,7 +1702,7 @@ def depth_looped_axes(ax, acc, gpt):
                     style, color=f'C{i + 2}', label=f"{name} ({spec['knob'][name]})")
     for i, (name, a) in enumerate(gpt.items()):
         ax.axhline(deep_hops({t: r['mean'] for t, r in a.items()}), color=f'C{i}', ls=':', label=name)
-    ax.set(title='exact match at k >= 3 against test-time depth', xlabel='num_recur / rounds / Ts',
+    ax.set(title='exact match at k = 3, 4, 5 (3+ lookups) against test-time depth', xlabel='num_recur / rounds / Ts',
            ylabel='exact match', ylim=(0, 1.05))
     ax.legend(fontsize=7)
 
