@@ -386,6 +386,24 @@ def test_an_arm_fine_tuned_from_another_pretraining_is_not_reused(tmp_path, monk
     assert len(err.strip().splitlines()) == 1
 
 
+def test_a_finished_run_from_other_weights_is_refused_not_kept(tmp_path, monkeypatch, capsys):
+    # a depth stage's folder is named by its place in the curriculum; the same name reached from another stage
+    # (a repeat rule changed, a record retrained to other weights) must not pass for the one asked for
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(results, 'run_with_progress', lambda *a: pytest.fail('trained'))
+    out = results.stage_dir('GPT 3L', 1e-3, 3, 1337, 1)
+    os.makedirs(out)
+    old, new = (results.stage_dir('GPT 3L', 1e-3, n, 1337, r) for n, r in ((2, 1), (3, 0)))
+    json.dump({'seconds': 5.0, 'command': f'train.py c.py --init_from={old} --out_dir={out}'},
+              open(os.path.join(out, 'done.json'), 'w'))
+    assert results.train(['c.py', f'--init_from={old}'], out, 1337, 0) == 5.0    # its own source: kept
+    with pytest.raises(SystemExit) as e:
+        results.train(['c.py', f'--init_from={new}'], out, 1337, 0)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err == f'error: {out} was trained from another run than {new}: move it aside ' \
+                                        'to train it again from that one\n'
+
+
 def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
     # FON PC, a causal GPT, a GPT trained causal=False (the BERT-style encoder, holed from its first step) and
     # Mamba2, each config/fon/fon_cpu_battery.py's d 64, L 2 model, each fine-tuned as fon_cpu_battery_ft.py does

@@ -275,6 +275,18 @@ def read_log(out):
     return [json.loads(line) for line in open(path)] if os.path.isfile(path) else []
 
 
+def init_source(args):
+    """The run whose weights train.py arguments start from (--init_from, not resume); None: from scratch."""
+    return next((a[len('--init_from='):] for a in args if a.startswith('--init_from=') and a != '--init_from=resume'),
+                None)
+
+
+def from_another(out, args):
+    """out holds a finished run that started from other weights than args name."""
+    path, src = os.path.join(out, 'done.json'), init_source(args)
+    return src is not None and os.path.isfile(path) and f'--init_from={src} ' not in json.load(open(path))['command'] + ' '
+
+
 def train(args, out, seed, iters, upto=None):
     """One train.py run into out; a finished one is kept, a killed one resumed. upto: train (or
     continue a finished run) to that iteration, a leg of a run read along the way. Returns its wall time."""
@@ -282,13 +294,15 @@ def train(args, out, seed, iters, upto=None):
     extra += [f'--max_iters={upto}'] if upto else []
     done_path = os.path.join(out, 'done.json')
     restore(out, args)
+    if from_another(out, args):    # a stage whose source changed (a repeated depth stage), a retrained pretraining
+        fail(f"{out} was trained from another run than {init_source(args)}: move it aside to train it again from "
+             "that one")
     done = json.load(open(done_path)) if os.path.isfile(done_path) else None
     if done and (upto is None or done.get('upto', 0) >= upto):
         keep(out)
         return done['seconds']
-    for a in args:    # another run's weights: a recorded one is trained again for its checkpoint
-        if a.startswith('--init_from=') and a != '--init_from=resume':
-            ensure_ckpt(a[len('--init_from='):])
+    if init_source(args):    # another run's weights: a recorded one is trained again for its checkpoint
+        ensure_ckpt(init_source(args))
     if done:          # a finished leg continued: its checkpoint
         ensure_ckpt(out)
     ckpt, started = os.path.join(out, 'ckpt.pt'), os.path.join(out, 'started.json')
@@ -377,9 +391,8 @@ def ensure_ckpt(out):
     if 'argv' not in done:
         fail(f"{out} has no checkpoint and its done.json no arguments to train it again with: move it aside")
     argv = [a for a in done['argv'] if a != '--init_from=resume']
-    for a in argv:
-        if a.startswith('--init_from='):
-            ensure_ckpt(a[len('--init_from='):])
+    if init_source(argv):
+        ensure_ckpt(init_source(argv))
     was = val_curve(out)[-1:]
     print(f"{out}: a recorded run without its checkpoint, trained again for it", flush=True)
     run_with_progress([PY, *argv, '--overwrite=True'], out)
@@ -1107,12 +1120,11 @@ def finetune_legs(ft, spec, iters):
     legs = spec['legs']
     scale = (lambda n: max(1, n * iters // legs[-1])) if iters else (lambda n: n)
     args = {(name, seed): a for name, runs in ft.items() for seed, a in runs}
-    source = {j: next(x for x in a if x.startswith('--init_from='))[len('--init_from='):] for j, a in args.items()}
+    source = {j: init_source(a) for j, a in args.items()}
     for j, src in source.items():     # a pretraining retrained at another rate leaves a fine-tune of the old one
         restore(run_dir('fon', *j), args[j])
-        path = os.path.join(run_dir('fon', *j), 'done.json')
-        if os.path.isfile(path) and f'--init_from={src} ' not in json.load(open(path))['command'] + ' ':
-            fail(f"{os.path.dirname(path)} was fine-tuned from another pretraining than {src}: move it aside "
+        if from_another(run_dir('fon', *j), args[j]):    # before any leg trains: train() would stop at its own
+            fail(f"{run_dir('fon', *j)} was fine-tuned from another pretraining than {src}: move it aside "
                  "to fine-tune it again from that one")
     jobs = sorted(args, key=lambda j: j[0] not in spec['must_pass'])    # the slow revising arms first
     fill = {name: [] for name in ft}
