@@ -273,6 +273,18 @@ def test_fon_infill_arms_start_from_their_own_pretraining():
     assert list(spec['legs']) == sorted(spec['legs'])
     cfg = resolve_config(spec['runs']['FON PC'] + ft['FON PC + holes'][1])
     assert cfg['schedule'] == 'constant' and cfg['max_iters'] == spec['legs'][-1]   # legs resume one run
+    # each seed from that seed's pretraining, at a third of that pretraining's own rate (Sec. 7: 1e-4 after 3e-4)
+    rates = {'FON PC': 4e-3, 'FON AR/OD': 2e-3, 'GPT learned': 8e-3}
+    by = {src: {'lr': lr, 'seeds': [1337, 1338], 'dirs': [f'pre/{src}/{s}' for s in (1337, 1338)]}
+          for src, lr in rates.items()}
+    for name, runs in results.finetunes(spec, by).items():
+        src = ft[name][0]
+        assert [seed for seed, _ in runs] == [1337, 1338]
+        for seed, args in runs:
+            assert args[-1] == f'--init_from=pre/{src}/{seed}'
+            cfg = resolve_config(args[:-1])
+            assert math.isclose(cfg['learning_rate'], rates[src] / 3, rel_tol=1e-5) and cfg['schedule'] == 'constant'
+            assert cfg['model'] == resolve_config(spec['runs'][src])['model']
 
 
 def test_seeds_are_the_papers_labels_then_from_1337():
@@ -382,11 +394,20 @@ def test_an_arm_fine_tuned_from_another_pretraining_is_not_reused(tmp_path, monk
     with pytest.raises(SystemExit) as e:
         results.finetune_legs(ft, spec, 0)
     err = capsys.readouterr().err
-    assert e.value.code == 2 and err.startswith(f'error: {out} was fine-tuned from another pretraining than ')
+    assert e.value.code == 2 and err.startswith(f'error: {out} was fine-tuned from another run than ')
     assert len(err.strip().splitlines()) == 1
+    # the same pretraining at another fine-tuning rate than the one it was recorded with: refused too
+    now = results.run_dir('fon', results.rated('FON PC', 4e-3), 1337)
+    json.dump({'seconds': 1.0, 'upto': 1500, 'command': f'train.py c.py --init_from={now} --out_dir={out}'},
+              open(os.path.join(out, 'done.json'), 'w'))
+    ft = {'FON PC + holes': [(1337, ['c.py', '--learning_rate=0.00133333', f'--init_from={now}'])]}
+    with pytest.raises(SystemExit):
+        results.finetune_legs(ft, spec, 0)
+    assert capsys.readouterr().err == (f'error: {out} was fine-tuned at another rate than 0.00133333: move it '
+                                       'aside to fine-tune it again as asked\n')
 
 
-def test_a_finished_run_from_other_weights_is_refused_not_kept(tmp_path, monkeypatch, capsys):
+def test_a_finished_run_from_other_weights_or_at_another_rate_is_refused_not_kept(tmp_path, monkeypatch, capsys):
     # a depth stage's folder is named by its place in the curriculum; the same name reached from another stage
     # (a repeat rule changed, a record retrained to other weights) must not pass for the one asked for
     monkeypatch.chdir(tmp_path)
@@ -394,14 +415,17 @@ def test_a_finished_run_from_other_weights_is_refused_not_kept(tmp_path, monkeyp
     out = results.stage_dir('GPT 3L', 1e-3, 3, 1337, 1)
     os.makedirs(out)
     old, new = (results.stage_dir('GPT 3L', 1e-3, n, 1337, r) for n, r in ((2, 1), (3, 0)))
-    json.dump({'seconds': 5.0, 'command': f'train.py c.py --init_from={old} --out_dir={out}'},
+    json.dump({'seconds': 5.0, 'command': f'train.py c.py --learning_rate=0.001 --init_from={old} --out_dir={out}'},
               open(os.path.join(out, 'done.json'), 'w'))
     assert results.train(['c.py', f'--init_from={old}'], out, 1337, 0) == 5.0    # its own source: kept
-    with pytest.raises(SystemExit) as e:
-        results.train(['c.py', f'--init_from={new}'], out, 1337, 0)
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and err == f'error: {out} was trained from another run than {new}: move it aside ' \
-                                        'to train it again from that one\n'
+    assert results.train(['c.py', '--learning_rate=0.001', f'--init_from={old}'], out, 1337, 0) == 5.0
+    for args, how in (([f'--init_from={new}'], f'from another run than {new}'),
+                      (['--learning_rate=0.002', f'--init_from={old}'], 'at another rate than 0.002')):
+        with pytest.raises(SystemExit) as e:
+            results.train(['c.py', *args], out, 1337, 0)
+        err = capsys.readouterr().err
+        assert e.value.code == 2
+        assert err == f'error: {out} was trained {how}: move it aside to train it again as asked\n'
 
 
 def test_battery_runs_are_table_8s_models_on_the_battery_recipe():

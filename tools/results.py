@@ -197,6 +197,7 @@ PAPERS = {
             'FON PC then OD + holes': ('FON PC', HOLES + ['--coupling=OD']),
             'GPT learned + holes': ('GPT learned', HOLES),
         },
+        'ft_lr': 1 / 3,    # Sec. 7: hole fine-tuning at a constant third of the pretraining's rate (1e-4 after 3e-4)
         # legs of one constant-rate run, trained until every seed of every arm in 'must_pass' fills above its own
         # pretraining's LM prior at a leg of at least 'least' iterations, or to the last leg (1,500 left PC below)
         'legs': (250, 750, 1500, 2500, 4000, 6000),
@@ -281,10 +282,21 @@ def init_source(args):
                 None)
 
 
-def from_another(out, args):
-    """out holds a finished run that started from other weights than args name."""
-    path, src = os.path.join(out, 'done.json'), init_source(args)
-    return src is not None and os.path.isfile(path) and f'--init_from={src} ' not in json.load(open(path))['command'] + ' '
+def trained_otherwise(out, args):
+    """How the finished run in out differs from the one args ask for: other starting weights (--init_from)
+    or another rate (--learning_rate), where args name them; None where it is that run, or there is none."""
+    path = os.path.join(out, 'done.json')
+    if not os.path.isfile(path):
+        return None
+    done = json.load(open(path))
+    argv = done.get('argv') or done['command'].split()
+    src = init_source(args)
+    if src is not None and f'--init_from={src}' not in argv:
+        return f'from another run than {src}'
+    asked, had = (next((a for a in reversed(v) if a.startswith('--learning_rate=')), None) for v in (args, argv))
+    if asked is not None and asked != had:
+        return f"at another rate than {asked[len('--learning_rate='):]}"
+    return None
 
 
 def train(args, out, seed, iters, upto=None):
@@ -294,9 +306,9 @@ def train(args, out, seed, iters, upto=None):
     extra += [f'--max_iters={upto}'] if upto else []
     done_path = os.path.join(out, 'done.json')
     restore(out, args)
-    if from_another(out, args):    # a stage whose source changed (a repeated depth stage), a retrained pretraining
-        fail(f"{out} was trained from another run than {init_source(args)}: move it aside to train it again from "
-             "that one")
+    how = trained_otherwise(out, args)    # a repeated depth stage, a retrained pretraining, a recipe changed
+    if how:
+        fail(f'{out} was trained {how}: move it aside to train it again as asked')
     done = json.load(open(done_path)) if os.path.isfile(done_path) else None
     if done and (upto is None or done.get('upto', 0) >= upto):
         keep(out)
@@ -1111,6 +1123,15 @@ def tokens_seen(out):
     return cfg['batch_size'] * cfg['gradient_accumulation_steps'] * cfg['block_size'] * cfg['max_iters']
 
 
+def finetunes(spec, by):
+    """Table 5's arms: arm -> [(seed, train.py arguments)], one per seed of the pretraining it starts from
+    (by: run -> its table row), at spec['ft_lr'] of that pretraining's own rate."""
+    return {name: [(seed, spec['runs'][src] + args + [f"--learning_rate={spec['ft_lr'] * by[src]['lr']:g}",
+                                                       f'--init_from={pre}'])
+                   for seed, pre in zip(by[src]['seeds'], by[src]['dirs'])]
+            for name, (src, args) in spec['finetune'].items()}
+
+
 def finetune_legs(ft, spec, iters):
     """Table 5's arms: each seed of each arm one constant-rate run trained leg by leg (resumes of one run)
     and read after each leg, JOBS runs at once. After the first leg of at least spec['least'] iterations
@@ -1121,11 +1142,12 @@ def finetune_legs(ft, spec, iters):
     scale = (lambda n: max(1, n * iters // legs[-1])) if iters else (lambda n: n)
     args = {(name, seed): a for name, runs in ft.items() for seed, a in runs}
     source = {j: init_source(a) for j, a in args.items()}
-    for j, src in source.items():     # a pretraining retrained at another rate leaves a fine-tune of the old one
-        restore(run_dir('fon', *j), args[j])
-        if from_another(run_dir('fon', *j), args[j]):    # before any leg trains: train() would stop at its own
-            fail(f"{run_dir('fon', *j)} was fine-tuned from another pretraining than {src}: move it aside "
-                 "to fine-tune it again from that one")
+    for j in args:     # a pretraining retrained at another rate leaves a fine-tune of the old one
+        out = run_dir('fon', *j)
+        restore(out, args[j])
+        how = trained_otherwise(out, args[j])    # before any leg trains: train() would stop at its own
+        if how:
+            fail(f'{out} was fine-tuned {how}: move it aside to fine-tune it again as asked')
     jobs = sorted(args, key=lambda j: j[0] not in spec['must_pass'])    # the slow revising arms first
     fill = {name: [] for name in ft}
     for leg in map(scale, legs):
@@ -1198,9 +1220,7 @@ def fon(seeds, iters):
     rows, curves = report_runs('fon', spec, seeds, iters)
     small_rows, _ = report_runs('fon-small', spec['small'], seeds, iters)
     by = {r['run']: r for r in rows}    # each run's seeds, at its own rate
-    ft = {name: [(seed, spec['runs'][src] + args + [f'--init_from={pre}']) for seed, pre in zip(by[src]['seeds'],
-                                                                                              by[src]['dirs'])]
-          for name, (src, args) in spec['finetune'].items()}
+    ft = finetunes(spec, by)
     ext_runs = ['FON PC', 'Mamba2', 'GPT learned', 'GPT RoPE', 'GPT ALiBi']
     with ThreadPoolExecutor(JOBS) as pool:
         ext = dict(zip(ext_runs, pool.map(lambda n: eval_json(
@@ -1239,8 +1259,9 @@ def fon(seeds, iters):
     md += ['', f"Infill (Table 5 at CPU scale, each arm over its pretraining's seeds): each arm hole fine-tuned from "
            "every seed of its own pretraining (PC from FON PC; OD and AR from one drafting-only pretraining, which OD "
            "and AR share since neither revises without holes; PC then OD: PC's pretraining fine-tuned with OD's "
-           "coupling), all at recursion T1, one constant-rate run per seed read after each leg (stride-8 holes, p "
-           "0.15, every val sequence holed, 200 eval batches, the holes drawn from the run's seed; full-vocabulary "
+           "coupling), all at recursion T1, one run per seed at a constant third of its pretraining's rate (Sec. 7), "
+           "read after each leg (stride-8 holes, p 0.15, every val sequence holed, 200 eval batches, the holes drawn "
+           "from the run's seed; full-vocabulary "
            "argmax at the hole; tools/eval.py --infill). The legs go on until every seed of "
            f"{', '.join(spec['must_pass'])} fills above its own pretraining's LM prior, at least {spec['least']} "
            f"iterations, at most {spec['legs'][-1]} (here: {legs[-1]}); AR and the causal GPT read the prefix only, "
