@@ -4,6 +4,6 @@
 base = ('fon_cpu_battery.py', '../recipe/fon_holes.py')
 out_dir = 'out-fon_cpu_battery_ft'
 p_fill = 1.0
-learning_rate = 5e-3
+learning_rate = 5e-3          # the pretraining's: the paper fine-tunes at a third of it (Sec. 7); not tried here
 max_iters = 2000
 eval_interval = 1000          # every eval saves: hole-free val loss is not what fine-tuning improves
