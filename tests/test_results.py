@@ -834,9 +834,19 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
     monkeypatch.setattr(results, 'evaluate', lambda out, *a: {'loss': score(out), 'bits_per_byte': score(out)})
     monkeypatch.setattr(results, 'eval_json', eval_json)
     monkeypatch.setattr(results, 'val_curve', lambda out: [(0, 4.0), (500, 2.5), (1000, 2.0)])
+    written = []    # FON's pretraining tables are written before any hole fine-tune starts (hours more)
+    monkeypatch.setattr(results, 'write', lambda p, r, f, md, s: written.append((md, list(legs))))
     rows, fig, md = results.PAPER_FUNCTIONS[paper](results.PAPERS[paper]['seeds'], 0)
     by = {r['run']: r for r in rows}
     low = 'Mamba2' if paper == 'fon' else 'GPT 4L'
+    if paper == 'fon':
+        assert len(written) == 1 and written[0][1] == []
+        head, _ = written[0][0].split('\n\nThe infill arms (Table 5) are still training')
+        assert 'at a second size' in head and 'Length extrapolation' in head and 'Infill' not in head
+        assert md.startswith(head) and 'Infill (Table 5 at CPU scale' in md and 'still training' not in md
+        assert not fig.axes[2].texts
+    else:
+        assert written == []
     assert by[low]['lr'] == 1e-3 and by[low]['dirs'][0].endswith('lr_0_001-s' + str(by[low]['seeds'][0]))
     assert all(r['mean'] < 1.56 for r in rows if 'lr' in r)     # every tuned row read at its best rate
     assert f"{low}: 0.0005 " in md and '-> 0.001' in md

@@ -1215,27 +1215,17 @@ def infill_md(fill, must_pass):
 def fon(seeds, iters):
     """FON at CPU scale: Table 2's comparison with Mamba2 and the Transformers, the tied head, the
     length extrapolation of Sec. 4.3 (the pretrained runs read beyond their training length) and Table 5's
-    infill arms, each hole fine-tuned from every seed of its own pretraining and read after every leg."""
+    infill arms, each hole fine-tuned from every seed of its own pretraining and read after every leg.
+    results/fon.md holds the pretrainings' tables as soon as they are done, and the infill's once it is."""
     spec = PAPERS['fon']
     rows, curves = report_runs('fon', spec, seeds, iters)
     small_rows, _ = report_runs('fon-small', spec['small'], seeds, iters)
     by = {r['run']: r for r in rows}    # each run's seeds, at its own rate
-    ft = finetunes(spec, by)
     ext_runs = ['FON PC', 'Mamba2', 'GPT learned', 'GPT RoPE', 'GPT ALiBi']
     with ThreadPoolExecutor(JOBS) as pool:
         ext = dict(zip(ext_runs, pool.map(lambda n: eval_json(
             first_dir('fon', by[n]), 'extrapolate.json', '--extrapolate=True', '--stream=True'), ext_runs)))
-    fill, secs = finetune_legs(ft, spec, iters)
-    ft_rows = []
-    for name, runs in ft.items():
-        seeds_ft = [seed for seed, _ in runs]
-        losses = [evaluate(run_dir('fon', name, seed), '--stream=True')['loss'] for seed in seeds_ft]
-        m, sd = mean_sd(losses)
-        cfg = json.load(open(os.path.join(run_dir('fon', name, seeds_ft[0]), 'config.json')))
-        ft_rows.append({'run': name, 'model': cfg['model'], 'seeds': seeds_ft, 'losses': losses, 'mean': m, 'sd': sd,
-                        'seconds': sum(secs[name])})
-
-    fig = fon_figure(curves, ext, fill)
+    fig = fon_figure(curves, ext)
     md = [f"Headline (FON Table 2 at CPU scale, on this repo's CPU recipe, not the paper's; "
           f"{tokens_seen(first_dir('fon', by['FON PC'])):,} tokens each): val loss over the whole stream; at 2/3 the "
           "logged eval-set loss (mean over seeds). 'holds': FON lower by more than two standard deviations.", '',
@@ -1255,30 +1245,43 @@ def fon(seeds, iters):
     for name, e in ext.items():
         md.append(f'| {name} | ' + ' | '.join(f"{r['loss']:.3f} ({r['delta_pct']:+.1f}%)" if math.isfinite(r['loss'])
                                               else 'n/a' for r in e['rows']) + ' |')
+    # the pretrainings' tables now: the infill arms' legs take hours more
+    write('fon', rows, fig, '\n'.join(md + ['', "The infill arms (Table 5) are still training (the same command "
+                                                "resumes them and rewrites this file)."]), seeds)
+    ft = finetunes(spec, by)
+    fill, secs = finetune_legs(ft, spec, iters)
+    ft_rows = []
+    for name, runs in ft.items():
+        seeds_ft = [seed for seed, _ in runs]
+        losses = [evaluate(run_dir('fon', name, seed), '--stream=True')['loss'] for seed in seeds_ft]
+        m, sd = mean_sd(losses)
+        cfg = json.load(open(os.path.join(run_dir('fon', name, seeds_ft[0]), 'config.json')))
+        ft_rows.append({'run': name, 'model': cfg['model'], 'seeds': seeds_ft, 'losses': losses, 'mean': m, 'sd': sd,
+                        'seconds': sum(secs[name])})
+    fill_axes(fig.axes[2], fill)
     legs = [leg for leg, _ in fill['FON PC + holes']]
     md += ['', f"Infill (Table 5 at CPU scale, each arm over its pretraining's seeds): each arm hole fine-tuned from "
            "every seed of its own pretraining (PC from FON PC; OD and AR from one drafting-only pretraining, which OD "
            "and AR share since neither revises without holes; PC then OD: PC's pretraining fine-tuned with OD's "
            "coupling), all at recursion T1, one run per seed at a constant third of its pretraining's rate (Sec. 7), "
            "read after each leg (stride-8 holes, p 0.15, every val sequence holed, 200 eval batches, the holes drawn "
-           "from the run's seed; full-vocabulary "
-           "argmax at the hole; tools/eval.py --infill). The legs go on until every seed of "
-           f"{', '.join(spec['must_pass'])} fills above its own pretraining's LM prior, at least {spec['least']} "
-           f"iterations, at most {spec['legs'][-1]} (here: {legs[-1]}); AR and the causal GPT read the prefix only, "
-           "so their prior is their ceiling. Fill: mean +- sd over seeds (one seed: [its Wilson 95% interval over "
-           "holes]); 'passed its prior at': the first leg at which every seed's fill is above its own prior. "
-           "'holds': PC higher by more than two of the larger sd, 'tie' within them, 'run higher' the arm ahead "
-           "beyond them, 'one seed' where a side has no sd.", '']
+           "from the run's seed; full-vocabulary argmax at the hole; tools/eval.py --infill). The legs go on until "
+           f"every seed of {', '.join(spec['must_pass'])} fills above its own pretraining's LM prior, at least "
+           f"{spec['least']} iterations, at most {spec['legs'][-1]} (here: {legs[-1]}); AR and the causal GPT read the "
+           "prefix only, so their prior is their ceiling. Fill: mean +- sd over seeds (one seed: [its Wilson 95% "
+           "interval over holes]); 'passed its prior at': the first leg at which every seed's fill is above its own "
+           "prior. 'holds': PC higher by more than two of the larger sd, 'tie' within them, 'run higher' the arm "
+           "ahead beyond them, 'one seed' where a side has no sd.", '']
     md += infill_md(fill, spec['must_pass'])
     md += ['', "Table 8's fill battery, with a BERT-style encoder trained as one (train.py --causal=False) and "
                "future-dependent tasks beyond FON's reach: results/battery.md (python -m tools.results battery)."]
     return rows + ft_rows, fig, '\n'.join(md)
 
 
-def fon_figure(curves, ext, fill):
-    """The pretraining curves, the loss against the eval length, and the fill rate over the hole
-    fine-tuning legs."""
-    fig, (ax1, ax2, ax3, _) = plt.subplots(1, 4, figsize=(20, 4))   # the fourth: the gaps at two sizes
+def fon_figure(curves, ext):
+    """The pretraining curves and the loss against the eval length; the third panel waits for the infill
+    legs (fill_axes), the fourth for the gaps at two sizes (sizes)."""
+    fig, (ax1, ax2, ax3, _) = plt.subplots(1, 4, figsize=(20, 4))
     for i, name in enumerate(ext):
         ax1.plot(*zip(*curves[name][0]), 'o-', color=f'C{i}', ms=3, lw=1, label=name)
     ax1.axhline(UNIGRAM, color='gray', ls=':', label=f'unigram {UNIGRAM:.2f}')
@@ -1288,19 +1291,28 @@ def fon_figure(curves, ext, fill):
     ax2.set_xscale('log', base=2)
     ax2.set(title=f"length extrapolation (trained at {e['train_length']}; whole val stream)", xlabel='eval length',
             ylabel='nats / char', ylim=(1, 4))
-    for i, (name, reads) in enumerate(fill.items()):
-        stats = [mean_sd([100 * r['infill_acc'] for r in rs]) for _, rs in reads]
-        ax3.errorbar([leg for leg, _ in reads], [m for m, _ in stats],
-                     yerr=[0 if math.isnan(sd) else sd for _, sd in stats], fmt='o-', color=f'C{i}', capsize=2,
-                     label=name.replace(' + holes', ''))
-        priors = [r['pretrained_prefix_acc'] for r in reads[-1][1]]
-        if None not in priors:
-            ax3.axhline(100 * sum(priors) / len(priors), color=f'C{i}', ls=':', lw=1)
-    ax3.set(title='infill: argmax accuracy at the holes, mean +- sd over seeds\n(dotted: the LM prior from the prefix)',
-            xlabel='hole fine-tuning iteration', ylabel='%', ylim=(0, 80))
-    for ax in (ax1, ax2, ax3):
+    ax3.text(0.5, 0.5, 'infill arms still training', ha='center', va='center', transform=ax3.transAxes)
+    ax3.set_axis_off()
+    for ax in (ax1, ax2):
         ax.legend(fontsize=8)
     return fig
+
+
+def fill_axes(ax, fill):
+    """The fill rate over the hole fine-tuning legs, mean +- sd over seeds, each arm's LM prior dotted."""
+    ax.texts[0].remove()
+    ax.set_axis_on()
+    for i, (name, reads) in enumerate(fill.items()):
+        stats = [mean_sd([100 * r['infill_acc'] for r in rs]) for _, rs in reads]
+        ax.errorbar([leg for leg, _ in reads], [m for m, _ in stats],
+                    yerr=[0 if math.isnan(sd) else sd for _, sd in stats], fmt='o-', color=f'C{i}', capsize=2,
+                    label=name.replace(' + holes', ''))
+        priors = [r['pretrained_prefix_acc'] for r in reads[-1][1]]
+        if None not in priors:
+            ax.axhline(100 * sum(priors) / len(priors), color=f'C{i}', ls=':', lw=1)
+    ax.set(title='infill: argmax accuracy at the holes, mean +- sd over seeds\n(dotted: the LM prior from the prefix)',
+           xlabel='hole fine-tuning iteration', ylabel='%', ylim=(0, 80))
+    ax.legend(fontsize=8)
 
 
 BATTERY_N = 375         # battery examples per task: all of the synthetic val split's (6,000 / 16 tasks)
