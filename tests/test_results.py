@@ -287,6 +287,16 @@ def test_fon_infill_arms_start_from_their_own_pretraining():
             assert cfg['model'] == resolve_config(spec['runs'][src])['model']
 
 
+@pytest.mark.parametrize('paper', ['textnca', 'fon', 'workspace'])
+def test_every_run_beside_a_bracketed_model_trains_at_a_bracketed_rate(paper):
+    # an ablation at its config's rate beside its model at the bracketed one compares rates, not heads
+    # (Parcae's Adam rows are Table 2's own fixed rates)
+    for spec in (results.PAPERS[paper], results.PAPERS[paper]['small']):
+        tune_as = spec.get('tune_as', {})
+        assert [n for n in spec['runs'] if n not in spec['tune'] and n not in tune_as] == []
+        assert set(tune_as.values()) <= set(spec['tune'])
+
+
 def test_seeds_are_the_papers_labels_then_from_1337():
     ws, tx = results.PAPERS['workspace'], results.PAPERS['textnca']
     assert results.seed_list(ws, 'workspace', 3) == [11, 23, 37]

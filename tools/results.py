@@ -180,7 +180,8 @@ PAPERS = {
         },
         'tune': {name: 2e-3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')},   # Table 2's, each at its own rate
         # the infill arms' pretrainings at their model's rate
-        'tune_as': {'FON AR/OD': 'FON PC', 'GPT learned': 'GPT RoPE'},
+        'tune_as': {'FON AR/OD': 'FON PC', 'GPT learned': 'GPT RoPE', 'FON PC untied': 'FON PC',
+                    'FON PC, h_0 x sqrt(d)': 'FON PC'},
         # Table 2's four again at d 64 for 3,000 iterations: 20-21 tokens per parameter (the first size: 2.6)
         'small': {'seeds': 1, 'seeds_by_run': {name: 3 for name in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi')},
                   'runs': {'FON PC': [CFG + 'fon/fon_small.py'], 'Mamba2': [CFG + 'fon/mamba2_small.py'],
