@@ -15,8 +15,9 @@ tables) and results/<paper>.png (the curves).
                                         # Parcae vs GPT 6L at a second size (40 of the 110)
     python -m tools.results workspace   # ~2.5-3 h: Table 3's six rows, seeds 11/23/37, bits per byte, each at
                                         # its own rate, at two sizes (100 runs, 302 CPU-minutes of training)
-    python -m tools.results fon         # ~90 min, and 3-7 h for the infill arms: FON vs Mamba2 vs Transformers,
-                                        # the tied head, length extrapolation, Table 5's infill arms, three seeds
+    python -m tools.results fon         # FON vs Mamba2 vs Transformers at two sizes, each at its own rate, the
+                                        # tied head, length extrapolation (~5 CPU-hours), then Table 5's infill
+                                        # arms, three seeds (~5 CPU-hours more if they pass their prior by 2,500)
     python -m tools.results battery     # ~45 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
                                         # arms on ind_r and mem_r, three seeds
     python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed (a run
