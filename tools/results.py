@@ -17,7 +17,7 @@ tables) and results/<paper>.png (the curves).
                                         # its own rate, at two sizes (100 runs, 302 CPU-minutes of training)
     python -m tools.results fon         # FON vs Mamba2 vs Transformers at two sizes, each at its own rate, the
                                         # tied head, length extrapolation (~5 CPU-hours), then Table 5's infill
-                                        # arms, three seeds (~5 CPU-hours more if they pass their prior by 2,500)
+                                        # arms, three seeds (~4 CPU-hours more: 2.6 training, 1.5 reading)
     python -m tools.results battery     # ~45 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
                                         # arms on ind_r and mem_r, three seeds
     python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed (a run
