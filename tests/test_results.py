@@ -754,6 +754,21 @@ def test_the_second_size_sees_at_least_20_tokens_per_parameter(paper):
         assert cfg['out_dir'].startswith(f'out-results/{paper}/')
 
 
+def test_a_killed_run_resumes_from_its_own_checkpoint_without_its_start_s(tmp_path, monkeypatch):
+    # a later stage killed part way, in a clone whose out-results/ holds that stage's checkpoint and only the record
+    # of the stage it started from: it resumes, and the stage before (whose weights it no longer reads) is not trained
+    monkeypatch.chdir(tmp_path)
+    calls = []
+    monkeypatch.setattr(results, 'run_with_progress', fake_train_py(calls, lambda: 1.5))
+    pre, ft = results.run_dir('p', 'pre', 1), results.run_dir('p', 'ft', 1)
+    results.train(['c.py'], pre, 1, 0)
+    os.rename('out-results', 'old')
+    os.makedirs(ft)
+    open(os.path.join(ft, 'ckpt.pt'), 'w').close()                # the killed stage: a checkpoint, no done.json
+    results.train(['ft.py', f'--init_from={pre}'], ft, 1, 0)
+    assert len(calls) == 2 and calls[1][-1] == '--init_from=resume' and not os.path.exists(os.path.join(pre, 'ckpt.pt'))
+
+
 def test_a_killed_and_resumed_run_counts_its_time_up_to_its_last_checkpoint(tmp_path, monkeypatch):
     # a run killed 600 s after it started, its last checkpoint written at 500 s, then resumed: its wall
     # time is the 500 s that made the checkpoint plus the resume's own, not the resume's alone

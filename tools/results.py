@@ -315,11 +315,11 @@ def train(args, out, seed, iters, upto=None):
     if done and (upto is None or done.get('upto', 0) >= upto):
         keep(out)
         return done['seconds']
-    if init_source(args):    # another run's weights: a recorded one is trained again for its checkpoint
-        ensure_ckpt(init_source(args))
+    ckpt, started = os.path.join(out, 'ckpt.pt'), os.path.join(out, 'started.json')
+    if init_source(args) and not done and not os.path.isfile(ckpt):    # starts from another run's weights: a
+        ensure_ckpt(init_source(args))                                    # recorded one is trained again for them
     if done:          # a finished leg continued: its checkpoint
         ensure_ckpt(out)
-    ckpt, started = os.path.join(out, 'ckpt.pt'), os.path.join(out, 'started.json')
     init = ['--init_from=resume'] if os.path.isfile(ckpt) else []
     prior = done['seconds'] if done else 0
     if init and not done and os.path.isfile(started):   # a killed run: its time up to its last checkpoint counts
