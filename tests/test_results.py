@@ -605,7 +605,15 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     looped = results.PAPERS['depth']['looped']
     if deep_wins:    # the looped models and their controls train only once the gate holds, each control at its model's rate
         assert [r['run'] for r in rows][2:] == [f'{n} (lr 0.002)' for n in looped]
-        assert '| num_recur | Parcae (' in md and '| 6 | 0.751 +- 0.001 | 0.151 +- 0.001 | +0.600 | holds |' in md
+        assert '| num_recur | Parcae |' in md and '| 6 | 0.751 +- 0.001 | 0.151 +- 0.001 | +0.600 | holds |' in md
+        first = {r['run'].split(' (lr')[0]: r['dirs'][0] for r in rows[2:]}
+        tokens = 6 * 64 * 64 * 3000    # seed 1337 learns every stage at once: five stages and the task, 3,000 iterations of 64 x 64
+        for model, control in ((m, c) for c, m in results.PAPERS['depth']['tune_as'].items()):
+            line = next(x for x in md.splitlines() if x.startswith('Parameters') and f': {model} ' in x)
+            (p, e, f), (pc, ec, fc) = results.counts(first[model]), results.counts(first[control])
+            assert f": {model} {p:,} / {e:,}, {f / 1e6:.2f}M, {tokens / e:.0f}; {control} {pc:,} / {ec:,}, " \
+                   f"{fc / 1e6:.2f}M, {tokens / ec:.0f}." in line
+            assert fc < f and abs(ec - e) <= e // 100    # the same model, run once
         assert md.count('| 1 | 0.251 +- 0.001 | 0.151 +- 0.001 | +0.100 | holds |') == 3
         assert len([a for a in fig.axes if a.has_data()]) == 3
     else:

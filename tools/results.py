@@ -1581,7 +1581,7 @@ def depth(seeds, iters):
     l_best.update({c: l_best[m] for c, m in spec['tune_as'].items()})
     depth_train([(name, l_best[name], s) for name in spec['looped'] for s in ss], done, iters)
     l_rows, l_acc = depth_rows(spec['looped'], l_best, ss, done)
-    md += ['', *depth_looped_md(l_acc, l_grids, l_rows, acc)]
+    md += ['', *depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in spec['looped']})]
     depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
     return rows + l_rows, fig, '\n'.join(md)
 
@@ -1716,11 +1716,16 @@ def deep_hops(reads):
     return sum(reads[t] for t in ks) / len(ks)
 
 
-def depth_looped_md(acc, grids, rows, gpt):
+def depth_looped_md(acc, grids, rows, gpt, stages):
     """Each looped model against its depth-1 control at every test-time depth: exact match at three
-    lookups or more (each seed's mean over k = 3, 4, 5, then mean +- sd over seeds). rows: depth_rows()'s, in spec['looped']'s order."""
+    lookups or more (each seed's mean over k = 3, 4, 5, then mean +- sd over seeds). rows: depth_rows()'s, in spec['looped']'s order;
+    stages: each run's depth_run() stages on the first seed, for its tokens per parameter."""
     spec = PAPERS['depth']
     ss, first = rows[0]['seeds'], {name: row['dirs'][0] for name, row in zip(spec['looped'], rows)}
+
+    def size(name):
+        p, e, f = counts(first[name])
+        return f"{name} {p:,} / {e:,}, {f / 1e6:.2f}M, {sum(tokens_seen(d) for _, d in stages[name]) / e:.0f}"
     md = ["The looped models on the task, through the same curriculum, each at its own rate (seed 1337's answer loss: " +
           '; '.join(f"{n} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in g.items()) for n, g in grids.items()) +
           "; each control at its model's), seeds " + ', '.join(map(str, ss)) + ". Exact match at three lookups or more (each "
@@ -1728,9 +1733,9 @@ def depth_looped_md(acc, grids, rows, gpt):
           ', '.join(f"{n} {deep_hops({t: r['mean'] for t, r in a.items()}):.3f}" for n, a in gpt.items()) + '.', '']
     for model, control in ((m, c) for c, m in spec['tune_as'].items()):
         knob = spec['knob'][model]
-        n_params = counts(first[model])[1]
-        md += [f"| {knob} | {model} ({n_params:,} non-embedding) | {control} | {model} - {control} | verdict |",
-               '|---|---|---|---|---|']
+        md += [f"Parameters (paper convention / non-embedding), FLOPs per token at the training depth, tokens per "
+               f"non-embedding parameter (curriculum and task, seed {ss[0]}): {size(model)}; {size(control)}.", '',
+               f"| {knob} | {model} | {control} | {model} - {control} | verdict |", '|---|---|---|---|---|']
         for v in spec['sweep']:
             a, b = acc[model][v][DEEP], acc[control][v][DEEP]
             md.append(f"| {v} | {a['mean']:.3f} +- {a['sd']:.3f} | {b['mean']:.3f} +- {b['sd']:.3f} | "
