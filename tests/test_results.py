@@ -607,7 +607,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
         assert [r['run'] for r in rows][2:] == [f'{n} (lr 0.002)' for n in looped]
         assert '| num_recur | Parcae |' in md and '| 6 | 0.751 +- 0.001 | 0.151 +- 0.001 | +0.600 | holds |' in md
         first = {r['run'].split(' (lr')[0]: r['dirs'][0] for r in rows[2:]}
-        tokens = 6 * 64 * 64 * 3000    # seed 1337 learns every stage at once: five stages and the task, 3,000 iterations of 64 x 64
+        tokens = 6 * 64 * 64 * 3000    # seed 1337 learns each stage at once: 5 stages and the task, 3,000 it. of 64 x 64
         for model, control in ((m, c) for c, m in results.PAPERS['depth']['tune_as'].items()):
             line = next(x for x in md.splitlines() if x.startswith('Parameters') and f': {model} ' in x)
             (p, e, f), (pc, ec, fc) = results.counts(first[model]), results.counts(first[control])
