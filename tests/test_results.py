@@ -603,12 +603,13 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
         assert written == []    # main() writes the only table
     assert [r['run'] for r in rows][:2] == ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']
     looped = results.PAPERS['depth']['looped']
-    if deep_wins:    # the looped models and their controls train only once the gate holds, each control at its model's rate
+    if deep_wins:    # the looped models and their controls train only once the gate holds, each at its own rate
         assert [r['run'] for r in rows][2:] == [f'{n} (lr 0.002)' for n in looped]
-        assert '| num_recur | Parcae |' in md and '| 6 | 0.751 +- 0.001 | 0.151 +- 0.001 | +0.600 | holds |' in md
+        assert {lr_of(out) for out, seed, _ in trained if 'mu_1' in out} == set(results.DEPTH_LRS)
+        assert '| num_recur | Parcae (lr 0.002) | Parcae mu=1 (lr 0.002) |' in md and '| 6 | 0.751 +- 0.001 | 0.151 +- 0.001 | +0.600 | holds |' in md
         first = {r['run'].split(' (lr')[0]: r['dirs'][0] for r in rows[2:]}
         tokens = 6 * 64 * 64 * 3000    # seed 1337 learns each stage at once: 5 stages and the task, 3,000 it. of 64 x 64
-        for model, control in ((m, c) for c, m in results.PAPERS['depth']['tune_as'].items()):
+        for model, control in results.PAPERS['depth']['controls'].items():
             line = next(x for x in md.splitlines() if x.startswith('Parameters') and f': {model} ' in x)
             (p, e, f), (pc, ec, fc) = results.counts(first[model]), results.counts(first[control])
             assert f": {model} {p:,} / {e:,}, {f / 1e6:.2f}M, {tokens / e:.0f}; {control} {pc:,} / {ec:,}, " \

@@ -229,7 +229,9 @@ PAPERS = {
                    'workspace R=1': [CFG + 'depth/workspace.py', '--n_rounds=1'],
                    'TextNCA': [CFG + 'depth/textnca.py'],
                    'TextNCA Ts=1': [CFG + 'depth/textnca.py', '--Ts=1']},
-        'tune_as': {'Parcae mu=1': 'Parcae', 'workspace R=1': 'workspace', 'TextNCA Ts=1': 'TextNCA'},
+        # each control's rate bracketed as its model's: Parcae at 4e-3 did not learn one hop in three passes, so a
+        # control at a rate picked for its model could lose to the rate, not to the depth
+        'controls': {'Parcae': 'Parcae mu=1', 'workspace': 'workspace R=1', 'TextNCA': 'TextNCA Ts=1'},
         'knob': {'Parcae': 'num_recur', 'Parcae mu=1': 'num_recur', 'workspace': 'rounds', 'workspace R=1': 'rounds',
                  'TextNCA': 'Ts', 'TextNCA Ts=1': 'Ts'},
         'sweep': (1, 2, 3, 4, 6, 8),
@@ -1576,9 +1578,7 @@ def depth(seeds, iters):
     # the gate's table now: the looped models' sweep takes hours more
     write('depth', rows, fig, '\n'.join(md + ['', "The looped models' depth sweeps are still training (the same "
                                                  "command resumes them and rewrites this file)."]), seeds)
-    looped = [n for n in spec['looped'] if n not in spec['tune_as']]
-    l_grids, l_best = depth_rates(looped, done, iters)
-    l_best.update({c: l_best[m] for c, m in spec['tune_as'].items()})
+    l_grids, l_best = depth_rates(list(spec['looped']), done, iters)
     depth_train([(name, l_best[name], s) for name in spec['looped'] for s in ss], done, iters)
     l_rows, l_acc = depth_rows(spec['looped'], l_best, ss, done)
     md += ['', *depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in spec['looped']})]
@@ -1722,20 +1722,21 @@ def depth_looped_md(acc, grids, rows, gpt, stages):
     stages: each run's depth_run() stages on the first seed, for its tokens per parameter."""
     spec = PAPERS['depth']
     ss, first = rows[0]['seeds'], {name: row['dirs'][0] for name, row in zip(spec['looped'], rows)}
+    run = {name: row['run'] for name, row in zip(spec['looped'], rows)}
 
     def size(name):
         p, e, f = counts(first[name])
         return f"{name} {p:,} / {e:,}, {f / 1e6:.2f}M, {sum(tokens_seen(d) for _, d in stages[name]) / e:.0f}"
     md = ["The looped models on the task, through the same curriculum, each at its own rate (seed 1337's answer loss: " +
           '; '.join(f"{n} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in g.items()) for n, g in grids.items()) +
-          "; each control at its model's), seeds " + ', '.join(map(str, ss)) + ". Exact match at three lookups or more (each "
+          "), seeds " + ', '.join(map(str, ss)) + ". Exact match at three lookups or more (each "
           "seed's mean over k = 3, 4, 5, then mean +- sd over seeds) against the depth run at test time; the GPTs: " +
           ', '.join(f"{n} {deep_hops({t: r['mean'] for t, r in a.items()}):.3f}" for n, a in gpt.items()) + '.', '']
-    for model, control in ((m, c) for c, m in spec['tune_as'].items()):
+    for model, control in spec['controls'].items():
         knob = spec['knob'][model]
         md += [f"Parameters (paper convention / non-embedding), FLOPs per token at the training depth, tokens per "
                f"non-embedding parameter (curriculum and task, seed {ss[0]}): {size(model)}; {size(control)}.", '',
-               f"| {knob} | {model} | {control} | {model} - {control} | verdict |", '|---|---|---|---|---|']
+               f"| {knob} | {run[model]} | {run[control]} | {model} - {control} | verdict |", '|---|---|---|---|---|']
         for v in spec['sweep']:
             a, b = acc[model][v][DEEP], acc[control][v][DEEP]
             md.append(f"| {v} | {a['mean']:.3f} +- {a['sd']:.3f} | {b['mean']:.3f} +- {b['sd']:.3f} | "
@@ -1748,7 +1749,7 @@ def depth_looped_axes(ax, acc, gpt):
     """Exact match at three lookups or more against test-time depth: each looped model (solid) and its control (dashed),
     the GPTs as lines."""
     spec = PAPERS['depth']
-    for i, (control, model) in enumerate(spec['tune_as'].items()):
+    for i, (model, control) in enumerate(spec['controls'].items()):
         for name, style in ((model, 'o-'), (control, 's--')):
             ax.plot(spec['sweep'], [acc[name][v][DEEP]['mean'] for v in spec['sweep']],
                     style, color=f'C{i + 2}', label=f"{name} ({spec['knob'][name]})")
