@@ -6,6 +6,8 @@ import math
 import os
 import re
 import subprocess
+import threading
+import time
 
 import pytest
 import torch
@@ -295,6 +297,32 @@ def test_every_run_beside_a_bracketed_model_trains_at_a_bracketed_rate(paper):
         tune_as = spec.get('tune_as', {})
         assert [n for n in spec['runs'] if n not in spec['tune'] and n not in tune_as] == []
         assert set(tune_as.values()) <= set(spec['tune'])
+
+
+def test_slot_gives_a_freed_slot_to_the_lowest_rank_waiting(monkeypatch):
+    monkeypatch.setattr(results, 'JOBS', 1)
+    order, inside, most, hold = [], [0], [0], threading.Event()
+
+    def run(rank):
+        with results.slot(rank):
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+            order.append(rank)
+            if rank == (0,):
+                hold.wait()
+            inside[0] -= 1
+    threads = [threading.Thread(target=run, args=(r,)) for r in [(0,), (3,), (1, 2e-3), (1, 1e-3), (2,)]]
+    threads[0].start()
+    while order != [(0,)]:
+        time.sleep(0.01)
+    for t in threads[1:]:
+        t.start()
+    while len(results.WAITING) + len(order) < 5:    # every later rank waits for the one slot (or took it)
+        time.sleep(0.01)
+    hold.set()
+    for t in threads:
+        t.join()
+    assert order == [(0,), (1, 1e-3), (1, 2e-3), (2,), (3,)] and most[0] == 1
 
 
 def test_seeds_are_the_papers_labels_then_from_1337():
@@ -592,13 +620,20 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     monkeypatch.setattr(results, 'train', train)
     monkeypatch.setattr(results, 'evaluate', evaluate)
     monkeypatch.setattr(results, 'eval_json', reading)
-    written = []    # the gate's table is written before any looped model trains
+    written = []    # the gate's table is written before any looped model trains, then each pair's as it is decided
     monkeypatch.setattr(results, 'write', lambda paper, rows, fig, md, seeds: written.append(
         (paper, [r['run'] for r in rows], md, any('Parcae' in out for out, _, _ in trained))))
     rows, fig, md = results.depth(3, 0)
     if deep_wins:
-        assert [w[:2] for w in written] == [('depth', ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)'])]
+        gate = ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']
+        assert [w[:2] for w in written] == [
+            ('depth', gate), ('depth', gate + ['Parcae (lr 0.002)', 'Parcae mu=1 (lr 0.002)']),
+            ('depth', gate + [f'{n} (lr 0.002)' for n in ('Parcae', 'Parcae mu=1', 'workspace', 'workspace R=1')])]
         assert not written[0][3] and '**Gate: holds**' in written[0][2] and 'still training' in written[0][2]
+        assert '| num_recur |' in written[1][2] and '| rounds |' not in written[1][2]
+        assert 'workspace, workspace R=1, TextNCA, TextNCA Ts=1: still training' in written[1][2]
+        assert '| rounds |' in written[2][2] and 'TextNCA, TextNCA Ts=1: still training' in written[2][2]
+        assert 'still training' not in md
     else:
         assert written == []    # main() writes the only table
     assert [r['run'] for r in rows][:2] == ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']

@@ -34,12 +34,15 @@ from the records and trains only the runs they lack (a run whose checkpoint anot
 again from its record's arguments, to the same weights at one thread). --fresh ignores the records
 and trains every run out-results/ lacks; delete a record to train that run again.
 """
+import contextlib
 import gzip
+import heapq
 import json
 import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -1560,14 +1563,16 @@ def depth(seeds, iters):
     the 6-layer GPT is ahead by more than two sd at every k that needs three lookups or more (battery.lookups:
     k = 3, 4, 5; k = 6 is two lookups back around the cycle): only then can this task show what depth buys a looped
     model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls);
-    results/depth.md holds the gate's table as soon as it is decided, and the sweep's once that is done.
+    results/depth.md holds the gate's table as soon as it is decided, then each looped model's against its
+    control as that pair is decided (the runs train side by side, slot() giving the first pair's first).
 
         for d in hops hops1 hops2 hops3 hops4 hops5; do python prepare_data.py $d; done
         python -m tools.results depth"""
     spec, done = PAPERS['depth'], {}
     ss = seed_list(spec, None, seeds)
-    grids, best = depth_rates(list(spec['runs']), done, iters)
-    depth_train([(name, best[name], s) for name in spec['runs'] for s in ss], done, iters)
+    with ThreadPoolExecutor(len(spec['runs'])) as pool:
+        tuned = {name: pool.submit(depth_tune, name, done, iters, ss) for name in spec['runs']}
+    grids, best = ({name: f.result()[i] for name, f in tuned.items()} for i in (0, 1))
     rows, acc = depth_rows(spec['runs'], best, ss, done)
     md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']})
     fig = depth_figure(acc, grids, best, holds)
@@ -1578,25 +1583,34 @@ def depth(seeds, iters):
     # the gate's table now: the looped models' sweep takes hours more
     write('depth', rows, fig, '\n'.join(md + ['', "The looped models' depth sweeps are still training (the same "
                                                  "command resumes them and rewrites this file)."]), seeds)
-    l_grids, l_best = depth_rates(list(spec['looped']), done, iters)
-    depth_train([(name, l_best[name], s) for name in spec['looped'] for s in ss], done, iters)
-    l_rows, l_acc = depth_rows(spec['looped'], l_best, ss, done)
-    md += ['', *depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in spec['looped']})]
-    depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
-    return rows + l_rows, fig, '\n'.join(md)
+    pairs = list(spec['controls'].items())
+    with ThreadPoolExecutor(len(spec['looped'])) as pool:    # all side by side, slot() training the first pair's first
+        tuned = {name: pool.submit(depth_tune, name, done, iters, ss) for name in spec['looped']}
+        for i in range(1, len(pairs) + 1):    # each pair's table as soon as it is decided
+            names = [name for pair in pairs[:i] for name in pair]
+            l_grids, l_best = ({name: tuned[name].result()[j] for name in names} for j in (0, 1))
+            l_rows, l_acc = depth_rows(names, l_best, ss, done)
+            l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in names})
+            fig = depth_figure(acc, grids, best, holds)
+            depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
+            if i < len(pairs):
+                rest = f"{', '.join(n for pair in pairs[i:] for n in pair)}: still training (the same command " \
+                       "resumes them and rewrites this file)."
+                write('depth', rows + l_rows, fig, '\n'.join(md + ['', *l_md, rest]), seeds)
+    return rows + l_rows, fig, '\n'.join(md + ['', *l_md])
 
 
-def depth_rates(names, done, iters):
-    """Each run's rate: bracket() over DEPTH_LRS on seed 1337 by the answer loss. ({name: {lr: loss}}, {name: lr})."""
-    depth_train([(name, lr, 1337) for name in names for lr in DEPTH_LRS], done, iters)
-    grids, best = {}, {}
-    for name in names:
-        def loss(lr, name=name):
-            depth_train([(name, lr, 1337)], done, iters)
-            return done[(name, lr, 1337)][1]
-        lrs, best[name] = bracket(DEPTH_LRS, loss)
-        grids[name] = {lr: loss(lr) for lr in lrs}
-    return grids, best
+def depth_tune(name, done, iters, ss):
+    """One run's rate, bracket() over DEPTH_LRS on seed 1337 by the answer loss, then its seeds ss at that
+    rate: ({lr: loss}, the rate)."""
+    depth_train([(name, lr, 1337) for lr in DEPTH_LRS], done, iters)
+
+    def loss(lr):
+        depth_train([(name, lr, 1337)], done, iters)
+        return done[(name, lr, 1337)][1]
+    lrs, best = bracket(DEPTH_LRS, loss)
+    depth_train([(name, best, s) for s in ss], done, iters)
+    return {lr: loss(lr) for lr in lrs}, best
 
 
 def depth_rows(runs, best, ss, done):
@@ -1618,8 +1632,38 @@ def depth_rows(runs, best, ss, done):
 
 
 def depth_train(jobs, done, iters):
-    """Trains and reads the (name, lr, seed) jobs into done."""
-    run_jobs(lambda j: depth_run(*j, iters), jobs, done)
+    """Trains and reads the (name, lr, seed) jobs into done, each in its own thread, slot() deciding which
+    train: the first of the runs and looped models first, then the lowest seed, then the lowest rate."""
+    order = [*PAPERS['depth']['runs'], *PAPERS['depth']['looped']]
+
+    def run(job):
+        name, lr, seed = job
+        with slot((order.index(name), seed, lr)):
+            return depth_run(name, lr, seed, iters)
+    todo = [j for j in dict.fromkeys(jobs) if j not in done]
+    with ThreadPoolExecutor(max(1, len(todo))) as pool:
+        done.update(zip(todo, pool.map(run, todo)))
+
+
+SLOTS = threading.Condition()
+WAITING, BUSY = [], [0]    # the ranks of the runs waiting for a slot (a heap); the slots taken
+
+
+@contextlib.contextmanager
+def slot(rank):
+    """One of JOBS runs at a time; a slot freed goes to the waiting run of the lowest rank."""
+    with SLOTS:
+        heapq.heappush(WAITING, rank)
+        SLOTS.wait_for(lambda: BUSY[0] < JOBS and WAITING[0] == rank)
+        heapq.heappop(WAITING)
+        BUSY[0] += 1
+        SLOTS.notify_all()    # the next rank may take a slot still free
+    try:
+        yield
+    finally:
+        with SLOTS:
+            BUSY[0] -= 1
+            SLOTS.notify_all()
 
 
 def stage_dir(name, lr, n, seed, r=0):
@@ -1718,11 +1762,12 @@ def deep_hops(reads):
 
 def depth_looped_md(acc, grids, rows, gpt, stages):
     """Each looped model against its depth-1 control at every test-time depth: exact match at three
-    lookups or more (each seed's mean over k = 3, 4, 5, then mean +- sd over seeds). rows: depth_rows()'s, in spec['looped']'s order;
-    stages: each run's depth_run() stages on the first seed, for its tokens per parameter."""
+    lookups or more (each seed's mean over k = 3, 4, 5, then mean +- sd over seeds). rows: depth_rows()'s, in
+    acc's order (the pairs decided); stages: each run's depth_run() stages on the first seed, for its tokens
+    per parameter."""
     spec = PAPERS['depth']
-    ss, first = rows[0]['seeds'], {name: row['dirs'][0] for name, row in zip(spec['looped'], rows)}
-    run = {name: row['run'] for name, row in zip(spec['looped'], rows)}
+    ss, first = rows[0]['seeds'], {name: row['dirs'][0] for name, row in zip(acc, rows)}
+    run = {name: row['run'] for name, row in zip(acc, rows)}
 
     def size(name):
         p, e, f = counts(first[name])
@@ -1732,7 +1777,7 @@ def depth_looped_md(acc, grids, rows, gpt, stages):
           "), seeds " + ', '.join(map(str, ss)) + ". Exact match at three lookups or more (each "
           "seed's mean over k = 3, 4, 5, then mean +- sd over seeds) against the depth run at test time; the GPTs: " +
           ', '.join(f"{n} {deep_hops({t: r['mean'] for t, r in a.items()}):.3f}" for n, a in gpt.items()) + '.', '']
-    for model, control in spec['controls'].items():
+    for model, control in ((m, c) for m, c in spec['controls'].items() if m in acc):
         knob = spec['knob'][model]
         md += [f"Parameters (paper convention / non-embedding), FLOPs per token at the training depth, tokens per "
                f"non-embedding parameter (curriculum and task, seed {ss[0]}): {size(model)}; {size(control)}.", '',
@@ -1749,7 +1794,7 @@ def depth_looped_axes(ax, acc, gpt):
     """Exact match at three lookups or more against test-time depth: each looped model (solid) and its control (dashed),
     the GPTs as lines."""
     spec = PAPERS['depth']
-    for i, (model, control) in enumerate(spec['controls'].items()):
+    for i, (model, control) in enumerate((m, c) for m, c in spec['controls'].items() if m in acc):
         for name, style in ((model, 'o-'), (control, 's--')):
             ax.plot(spec['sweep'], [acc[name][v][DEEP]['mean'] for v in spec['sweep']],
                     style, color=f'C{i + 2}', label=f"{name} ({spec['knob'][name]})")
