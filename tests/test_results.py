@@ -325,6 +325,25 @@ def test_slot_gives_a_freed_slot_to_the_lowest_rank_waiting(monkeypatch):
     assert order == [(0,), (1, 1e-3), (1, 2e-3), (2,), (3,)] and most[0] == 1
 
 
+def test_slot_kept_for_a_live_run_of_a_lower_rank_between_its_steps(monkeypatch):
+    # a run's bracket asks for its next rate a moment after its last one ends: the slot waits for it
+    monkeypatch.setattr(results, 'JOBS', 1)
+    order = []
+
+    def run(rank):
+        with results.slot(rank):
+            order.append(rank)
+    later = threading.Thread(target=run, args=((1, 1337),))
+    with results.live(0):
+        run((0, 1337))    # its first step
+        later.start()
+        while not results.WAITING and not order[1:]:
+            time.sleep(0.01)
+        run((0, 1338))    # its next, the slot still free for it
+    later.join()
+    assert order == [(0, 1337), (0, 1338), (1, 1337)] and results.LIVE == {}
+
+
 def test_seeds_are_the_papers_labels_then_from_1337():
     ws, tx = results.PAPERS['workspace'], results.PAPERS['textnca']
     assert results.seed_list(ws, 'workspace', 3) == [11, 23, 37]

@@ -1603,13 +1603,13 @@ def depth(seeds, iters):
 def depth_tune(name, done, iters, ss):
     """One run's rate, bracket() over DEPTH_LRS on seed 1337 by the answer loss, then its seeds ss at that
     rate: ({lr: loss}, the rate)."""
-    depth_train([(name, lr, 1337) for lr in DEPTH_LRS], done, iters)
-
     def loss(lr):
         depth_train([(name, lr, 1337)], done, iters)
         return done[(name, lr, 1337)][1]
-    lrs, best = bracket(DEPTH_LRS, loss)
-    depth_train([(name, best, s) for s in ss], done, iters)
+    with live(depth_rank(name)):
+        depth_train([(name, lr, 1337) for lr in DEPTH_LRS], done, iters)
+        lrs, best = bracket(DEPTH_LRS, loss)
+        depth_train([(name, best, s) for s in ss], done, iters)
     return {lr: loss(lr) for lr in lrs}, best
 
 
@@ -1631,14 +1631,17 @@ def depth_rows(runs, best, ss, done):
     return rows, acc
 
 
+def depth_rank(name):
+    """A run's place in the order slot() trains them: the gate's GPTs, then the looped models as listed."""
+    return [*PAPERS['depth']['runs'], *PAPERS['depth']['looped']].index(name)
+
+
 def depth_train(jobs, done, iters):
     """Trains and reads the (name, lr, seed) jobs into done, each in its own thread, slot() deciding which
     train: the first of the runs and looped models first, then the lowest seed, then the lowest rate."""
-    order = [*PAPERS['depth']['runs'], *PAPERS['depth']['looped']]
-
     def run(job):
         name, lr, seed = job
-        with slot((order.index(name), seed, lr)):
+        with slot((depth_rank(name), seed, lr)):
             return depth_run(name, lr, seed, iters)
     todo = [j for j in dict.fromkeys(jobs) if j not in done]
     with ThreadPoolExecutor(max(1, len(todo))) as pool:
@@ -1646,15 +1649,24 @@ def depth_train(jobs, done, iters):
 
 
 SLOTS = threading.Condition()
-WAITING, BUSY = [], [0]    # the ranks of the runs waiting for a slot (a heap); the slots taken
+WAITING, BUSY, LIVE = [], [0], {}    # the ranks waiting for a slot (a heap); the slots taken; per live run (its
+                                     # rank's first element, under live()), how many of its jobs wait or hold a slot
+
+
+def free_for(rank):
+    """The slots free to rank: JOBS less those taken and one kept for each live run of a lower rank that
+    neither waits nor holds one (between two of its own steps: its next is a moment away)."""
+    return JOBS - BUSY[0] - sum(1 for n, k in LIVE.items() if n < rank[0] and k == 0)
 
 
 @contextlib.contextmanager
 def slot(rank):
-    """One of JOBS runs at a time; a slot freed goes to the waiting run of the lowest rank."""
+    """One of JOBS runs at a time; a slot goes to the waiting run of the lowest rank."""
     with SLOTS:
         heapq.heappush(WAITING, rank)
-        SLOTS.wait_for(lambda: BUSY[0] < JOBS and WAITING[0] == rank)
+        if rank[0] in LIVE:
+            LIVE[rank[0]] += 1
+        SLOTS.wait_for(lambda: free_for(rank) > 0 and WAITING[0] == rank)
         heapq.heappop(WAITING)
         BUSY[0] += 1
         SLOTS.notify_all()    # the next rank may take a slot still free
@@ -1663,6 +1675,21 @@ def slot(rank):
     finally:
         with SLOTS:
             BUSY[0] -= 1
+            if rank[0] in LIVE:
+                LIVE[rank[0]] -= 1
+            SLOTS.notify_all()
+
+
+@contextlib.contextmanager
+def live(n):
+    """Run n's steps under way (its rate bracket, then its seeds): slot() keeps a slot for it between them."""
+    with SLOTS:
+        LIVE[n] = 0
+    try:
+        yield
+    finally:
+        with SLOTS:
+            del LIVE[n]
             SLOTS.notify_all()
 
 
