@@ -6,6 +6,7 @@ import math
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
 
@@ -342,6 +343,32 @@ def test_slot_kept_for_a_live_run_of_a_lower_rank_between_its_steps(monkeypatch)
         run((0, 1338))    # its next, the slot still free for it
     later.join()
     assert order == [(0, 1337), (0, 1338), (1, 1337)] and results.LIVE == {}
+
+
+def test_a_stop_frees_the_runs_waiting_and_starts_no_other(monkeypatch, tmp_path):
+    # a signal ends the runs under way; the threads waiting for a slot or queued must not start theirs
+    monkeypatch.setattr(results, 'JOBS', 1)
+    monkeypatch.setattr(results, 'STOPPING', threading.Event())
+    got = []
+
+    def wait():
+        try:
+            with results.slot((1,)):
+                got.append('ran')
+        except KeyboardInterrupt:
+            got.append('gave up')
+    with results.slot((0,)):
+        later = threading.Thread(target=wait)
+        later.start()
+        while not results.WAITING and not got:
+            time.sleep(0.01)
+        results.stop()
+        later.join(timeout=60)    # were it still waiting, it would wait for this slot: not forever
+    assert got == ['gave up'] and results.WAITING == [] and results.BUSY == [0]
+    made = tmp_path / 'made'
+    with pytest.raises(KeyboardInterrupt):
+        results.run_with_progress([sys.executable, '-c', f'open({str(made)!r}, "w")'], 'x')
+    assert not made.exists()
 
 
 def test_seeds_are_the_papers_labels_then_from_1337():

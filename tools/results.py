@@ -421,11 +421,34 @@ def ensure_ckpt(out):
 
 
 RUNNING = set()   # the train.py processes under way, which a SIGTERM to this command stops too
+STOPPING = threading.Event()    # set by a signal: no run starts after it
+
+
+def stop():
+    """A signal's stop: the train.py runs under way end (each says where it got to), and the runs still
+    waiting for a slot, or queued, start none (each raises KeyboardInterrupt in its thread)."""
+    STOPPING.set()
+    for p in list(RUNNING):
+        p.terminate()
+    with SLOTS:
+        SLOTS.notify_all()
+
+
+def interrupt(signum, frame):
+    """Ctrl-C: stop() the threads' runs, then the KeyboardInterrupt main() reports."""
+    stop()
+    raise KeyboardInterrupt
+
+
+def check_stopping():
+    if STOPPING.is_set():
+        raise KeyboardInterrupt('stopping')
 
 
 def run_with_progress(cmd, name):
     """A train.py run whose evals ('step N: ...') are printed, prefixed by its folder (runs go in
     parallel); CalledProcessError when it fails, as subprocess.run(check=True)."""
+    check_stopping()
     with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
                           env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'}) as p:
         RUNNING.add(p)
@@ -659,6 +682,7 @@ def eval_json(out, file, *args, leg=None, sub=None):
         return json.load(open(path))
     if not (os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt)):
         ensure_ckpt(out)
+        check_stopping()
         subprocess.run([PY, '-m', 'tools.eval', f'--out_dir={out}', f'--out={dest}', *args], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL, env={**os.environ, 'OMP_NUM_THREADS': '1'})
         keep(out)
@@ -1666,8 +1690,13 @@ def slot(rank):
         heapq.heappush(WAITING, rank)
         if rank[0] in LIVE:
             LIVE[rank[0]] += 1
-        SLOTS.wait_for(lambda: free_for(rank) > 0 and WAITING[0] == rank)
-        heapq.heappop(WAITING)
+        SLOTS.wait_for(lambda: STOPPING.is_set() or free_for(rank) > 0 and WAITING[0] == rank)
+        WAITING.remove(rank)
+        heapq.heapify(WAITING)
+        if STOPPING.is_set():
+            if rank[0] in LIVE:
+                LIVE[rank[0]] -= 1
+            check_stopping()
         BUSY[0] += 1
         SLOTS.notify_all()    # the next rank may take a slot still free
     try:
@@ -1932,7 +1961,10 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    # SIGTERM, SIGHUP: as Ctrl-C, and the train.py runs it started stop too (each says where it got to)
+    # SIGTERM, SIGHUP, Ctrl-C: the train.py runs it started stop too (each says where it got to), and the
+    # threads start no other
+    import signal
     from configurator import stop_on_signals
-    stop_on_signals(lambda: [p.terminate() for p in list(RUNNING)])
+    stop_on_signals(stop)
+    signal.signal(signal.SIGINT, interrupt)
     main(sys.argv[1:])
