@@ -747,6 +747,22 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
                 'or more)') in md
     else:
         assert table[2].endswith('| +0.000 | tie |') and '**Gate: does not hold**' in md
+        return
+    # a looped run that fails stops the others at once (not after their hours of training), and says why
+    real, waited = results.depth_tune, []
+
+    def tune(name, *a):
+        if name in results.PAPERS['depth']['runs']:
+            return real(name, *a)
+        if name == 'Parcae':
+            raise subprocess.CalledProcessError(2, ['train.py'])
+        waited.append(results.STOPPING.wait(timeout=60))    # the others train on until stopped
+        raise KeyboardInterrupt
+    monkeypatch.setattr(results, 'depth_tune', tune)
+    monkeypatch.setattr(results, 'STOPPING', threading.Event())
+    with pytest.raises(subprocess.CalledProcessError):
+        results.depth(3, 0)
+    assert waited == [True] * 5
 
 
 def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_model_s(tmp_path, monkeypatch):

@@ -1612,7 +1612,11 @@ def depth(seeds, iters):
         tuned = {name: pool.submit(depth_tune, name, done, iters, ss) for name in spec['looped']}
         for i in range(1, len(pairs) + 1):    # each pair's table as soon as it is decided
             names = [name for pair in pairs[:i] for name in pair]
-            l_grids, l_best = ({name: tuned[name].result()[j] for name in names} for j in (0, 1))
+            try:
+                l_grids, l_best = ({name: tuned[name].result()[j] for name in names} for j in (0, 1))
+            except BaseException:    # a run failed: the others stop now, not after their hours of training
+                stop()
+                raise
             l_rows, l_acc = depth_rows(names, l_best, ss, done)
             l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in names})
             fig = depth_figure(acc, grids, best, holds)
