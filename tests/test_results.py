@@ -342,7 +342,7 @@ def test_slot_kept_for_a_live_run_of_a_lower_rank_between_its_steps(monkeypatch)
             time.sleep(0.01)
         run((0, 1338))    # its next, the slot still free for it
     later.join()
-    assert order == [(0, 1337), (0, 1338), (1, 1337)] and results.LIVE == {}
+    assert order == [(0, 1337), (0, 1338), (1, 1337)] and results.LIVE == set()
 
 
 def test_a_stop_frees_the_runs_waiting_and_starts_no_other(monkeypatch, tmp_path):
@@ -364,7 +364,7 @@ def test_a_stop_frees_the_runs_waiting_and_starts_no_other(monkeypatch, tmp_path
             time.sleep(0.01)
         results.stop()
         later.join(timeout=60)    # were it still waiting, it would wait for this slot: not forever
-    assert got == ['gave up'] and results.WAITING == [] and results.BUSY == [0]
+    assert got == ['gave up'] and results.WAITING == [] and results.HELD == []
     made = tmp_path / 'made'
     with pytest.raises(KeyboardInterrupt):
         results.run_with_progress([sys.executable, '-c', f'open({str(made)!r}, "w")'], 'x')

@@ -37,7 +37,6 @@ and trains every run out-results/ lacks; delete a record to train that run again
 """
 import contextlib
 import gzip
-import heapq
 import json
 import math
 import os
@@ -1678,39 +1677,32 @@ def depth_train(jobs, done, iters):
 
 
 SLOTS = threading.Condition()
-WAITING, BUSY, LIVE = [], [0], {}    # the ranks waiting for a slot (a heap); the slots taken; per live run (its
-                                     # rank's first element, under live()), how many of its jobs wait or hold a slot
+WAITING, HELD, LIVE = [], [], set()    # the ranks waiting for a slot, the ranks holding one; the live runs (a
+                                       # rank's first element, under live())
 
 
 def free_for(rank):
-    """The slots free to rank: JOBS less those taken and one kept for each live run of a lower rank that
+    """The slots free to rank: JOBS less those held and one kept for each live run of a lower rank that
     neither waits nor holds one (between two of its own steps: its next is a moment away)."""
-    return JOBS - BUSY[0] - sum(1 for n, k in LIVE.items() if n < rank[0] and k == 0)
+    asking = {r[0] for r in WAITING + HELD}
+    return JOBS - len(HELD) - len({n for n in LIVE if n < rank[0] and n not in asking})
 
 
 @contextlib.contextmanager
 def slot(rank):
     """One of JOBS runs at a time; a slot goes to the waiting run of the lowest rank."""
     with SLOTS:
-        heapq.heappush(WAITING, rank)
-        if rank[0] in LIVE:
-            LIVE[rank[0]] += 1
-        SLOTS.wait_for(lambda: STOPPING.is_set() or free_for(rank) > 0 and WAITING[0] == rank)
+        WAITING.append(rank)
+        SLOTS.wait_for(lambda: STOPPING.is_set() or free_for(rank) > 0 and min(WAITING) == rank)
         WAITING.remove(rank)
-        heapq.heapify(WAITING)
-        if STOPPING.is_set():
-            if rank[0] in LIVE:
-                LIVE[rank[0]] -= 1
-            check_stopping()
-        BUSY[0] += 1
+        check_stopping()
+        HELD.append(rank)
         SLOTS.notify_all()    # the next rank may take a slot still free
     try:
         yield
     finally:
         with SLOTS:
-            BUSY[0] -= 1
-            if rank[0] in LIVE:
-                LIVE[rank[0]] -= 1
+            HELD.remove(rank)
             SLOTS.notify_all()
 
 
@@ -1718,12 +1710,12 @@ def slot(rank):
 def live(n):
     """Run n's steps under way (its rate bracket, then its seeds): slot() keeps a slot for it between them."""
     with SLOTS:
-        LIVE[n] = 0
+        LIVE.add(n)
     try:
         yield
     finally:
         with SLOTS:
-            del LIVE[n]
+            LIVE.discard(n)
             SLOTS.notify_all()
 
 
