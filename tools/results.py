@@ -550,10 +550,10 @@ def first_dir(paper, row):
     return row['dirs'][0] if 'dirs' in row else run_dir(paper, row['run'], row['seeds'][0])
 
 
-def run_jobs(run, jobs, done):
-    """done[j] = run(j) for every job j not in done yet, JOBS at once, one thread each."""
+def run_jobs(run, jobs, done, threads=None):
+    """done[j] = run(j) for every job j not in done yet, JOBS at once (or `threads`), one thread each."""
     todo = [j for j in dict.fromkeys(jobs) if j not in done]
-    with ThreadPoolExecutor(JOBS) as pool:
+    with ThreadPoolExecutor(threads or JOBS) as pool:
         done.update(zip(todo, pool.map(run, todo)))
 
 
@@ -1671,9 +1671,7 @@ def depth_train(jobs, done, iters):
         name, lr, seed = job
         with slot((depth_rank(name), seed, lr)):
             return depth_run(name, lr, seed, iters)
-    todo = [j for j in dict.fromkeys(jobs) if j not in done]
-    with ThreadPoolExecutor(max(1, len(todo))) as pool:
-        done.update(zip(todo, pool.map(run, todo)))
+    run_jobs(run, jobs, done, threads=max(1, len(jobs)))
 
 
 SLOTS = threading.Condition()
