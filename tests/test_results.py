@@ -371,6 +371,26 @@ def test_a_stop_frees_the_runs_waiting_and_starts_no_other(monkeypatch, tmp_path
     assert not made.exists()
 
 
+def test_a_failed_run_stops_the_others_at_once(monkeypatch):
+    # one job fails: the one under way is stopped (not left to train for hours) and the queued one trains
+    # none (cancelled, or stopped at its start as train() is); without the stop the one under way would
+    # wait out its 60 s and the queued one would train
+    monkeypatch.setattr(results, 'STOPPING', threading.Event())
+    trained, stopped, done = [], [], {}
+
+    def run(j):
+        if j == 'fails':
+            raise ValueError('bad config')
+        if j == 'under way':
+            stopped.append(results.STOPPING.wait(timeout=60))
+            results.check_stopping()
+        results.check_stopping()
+        trained.append(j)
+    with pytest.raises(ValueError, match='bad config'):
+        results.run_jobs(run, ['under way', 'fails', 'queued'], done, threads=2)
+    assert stopped == [True] and trained == [] and done == {}
+
+
 def test_seeds_are_the_papers_labels_then_from_1337():
     ws, tx = results.PAPERS['workspace'], results.PAPERS['textnca']
     assert results.seed_list(ws, 'workspace', 3) == [11, 23, 37]

@@ -44,7 +44,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import matplotlib
 matplotlib.use('Agg')
@@ -551,10 +551,18 @@ def first_dir(paper, row):
 
 
 def run_jobs(run, jobs, done, threads=None):
-    """done[j] = run(j) for every job j not in done yet, JOBS at once (or `threads`), one thread each."""
+    """done[j] = run(j) for every job j not in done yet, JOBS at once (or `threads`), one thread each; the
+    first that fails stops the others (stop()) and its error is raised."""
     todo = [j for j in dict.fromkeys(jobs) if j not in done]
     with ThreadPoolExecutor(threads or JOBS) as pool:
-        done.update(zip(todo, pool.map(run, todo)))
+        futures = [pool.submit(run, j) for j in todo]
+        for f in as_completed(futures):
+            if f.exception() is not None:    # now, not after the hours of runs under way or queued
+                for other in futures:
+                    other.cancel()
+                stop()
+                raise f.exception()
+    done.update((j, f.result()) for j, f in zip(todo, futures))
 
 
 def rated(name, lr):
