@@ -21,13 +21,13 @@ tables) and results/<paper>.png (the curves).
     python -m tools.results battery     # ~45 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
                                         # arms on ind_r and mem_r, three seeds
     python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed (a run
-                                        # 21-49 min 3L, 48-110 min 6L with its repeated stages: ~10 CPU-hours);
+                                        # 62-91 min 3L, 63-156 min 6L with its repeated stages: ~19 CPU-hours);
                                         # once it holds, the looped models' depth sweeps (30-60 CPU-hours more)
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
 Two runs train at once, one thread each (--jobs=N: N at once, one a core); the wall times in the tables
-are theirs, so time them at one job a core. Ctrl-C or a SIGTERM stops every run the command started and
-starts no other; the same command resumes each from its last checkpoint.
+are theirs, so time them at one job a core. Ctrl-C, a SIGTERM or a run that fails stops every run the
+command started and starts no other; the same command resumes each from its last checkpoint.
 
 Every finished run leaves a record in results/runs/<paper>/ (its config, log, eval readings and
 command; no checkpoint), committed with the tables: in a fresh clone the command rebuilds each table
