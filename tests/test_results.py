@@ -783,6 +783,22 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     with pytest.raises(subprocess.CalledProcessError):
         results.depth(3, 0)
     assert waited == [True] * 5
+    # the last one fails (run_jobs stops the rest): the failure is reported, not the stop it caused in the first
+    last, waited = list(results.PAPERS['depth']['looped'])[-1], []
+
+    def tune_last(name, *a):
+        if name in results.PAPERS['depth']['runs']:
+            return real(name, *a)
+        if name == last:
+            results.stop()
+            raise subprocess.CalledProcessError(2, ['train.py'])
+        waited.append(results.STOPPING.wait(timeout=60))
+        raise KeyboardInterrupt
+    monkeypatch.setattr(results, 'depth_tune', tune_last)
+    monkeypatch.setattr(results, 'STOPPING', threading.Event())
+    with pytest.raises(subprocess.CalledProcessError):
+        results.depth(3, 0)
+    assert waited == [True] * 5
 
 
 def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_model_s(tmp_path, monkeypatch):

@@ -1622,9 +1622,10 @@ def depth(seeds, iters):
             names = [name for pair in pairs[:i] for name in pair]
             try:
                 l_grids, l_best = ({name: tuned[name].result()[j] for name in names} for j in (0, 1))
-            except BaseException:    # a run failed: the others stop now, not after their hours of training
+            except BaseException as e:    # a run failed: the others stop now, not after their hours of training
                 stop()
-                raise
+                failed = [f.exception() for f in tuned.values()]    # each ends at once, stopped
+                raise next((x for x in failed if x is not None and not isinstance(x, KeyboardInterrupt)), e)
             l_rows, l_acc = depth_rows(names, l_best, ss, done)
             l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in names})
             fig = depth_figure(acc, grids, best, holds)
