@@ -560,9 +560,16 @@ def run_jobs(run, jobs, done, threads=None):
             if f.exception() is not None:    # now, not after the hours of runs under way or queued
                 for other in futures:
                     other.cancel()
-                stop()
-                raise f.exception()
+                raise failure(futures, f.exception())
     done.update((j, f.result()) for j, f in zip(todo, futures))
+
+
+def failure(futures, e):
+    """Once e ended a thread: stop() the others, and the error to raise, the first of the futures' that is
+    not the KeyboardInterrupt the stop raised in them (e where there is none, as after Ctrl-C)."""
+    stop()
+    errors = (f.exception() for f in futures if not f.cancelled())    # each ends at once, stopped
+    return next((x for x in errors if x is not None and not isinstance(x, KeyboardInterrupt)), e)
 
 
 def rated(name, lr):
@@ -873,10 +880,10 @@ def parcae(seeds, iters):
 
 
 def parcae_train(jobs, done, iters):
-    """Trains and scores the (name, args, seed) jobs, JOBS at once, one thread each, into
+    """Trains and scores the (name, args, seed) jobs not in done yet, JOBS at once, one thread each, into
     done[(name, seed)]."""
-    with ThreadPoolExecutor(JOBS) as pool:
-        done.update(zip([(n, s) for n, _, s in jobs], pool.map(lambda j: parcae_run(*j, iters), jobs)))
+    args = {(name, seed): a for name, a, seed in jobs}
+    run_jobs(lambda j: parcae_run(j[0], args[j], j[1], iters), list(args), done)
 
 
 def parcae_run(name, args, seed, iters):
@@ -1604,7 +1611,10 @@ def depth(seeds, iters):
     ss = seed_list(spec, None, seeds)
     with ThreadPoolExecutor(len(spec['runs'])) as pool:
         tuned = {name: pool.submit(depth_tune, name, done, iters, ss) for name in spec['runs']}
-    grids, best = ({name: f.result()[i] for name, f in tuned.items()} for i in (0, 1))
+        try:
+            grids, best = ({name: f.result()[i] for name, f in tuned.items()} for i in (0, 1))
+        except BaseException as e:
+            raise failure(tuned.values(), e)
     rows, acc = depth_rows(spec['runs'], best, ss, done)
     md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']})
     fig = depth_figure(acc, grids, best, holds)
@@ -1623,9 +1633,7 @@ def depth(seeds, iters):
             try:
                 l_grids, l_best = ({name: tuned[name].result()[j] for name in names} for j in (0, 1))
             except BaseException as e:    # a run failed: the others stop now, not after their hours of training
-                stop()
-                failed = [f.exception() for f in tuned.values()]    # each ends at once, stopped
-                raise next((x for x in failed if x is not None and not isinstance(x, KeyboardInterrupt)), e)
+                raise failure(tuned.values(), e)
             l_rows, l_acc = depth_rows(names, l_best, ss, done)
             l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in names})
             fig = depth_figure(acc, grids, best, holds)
