@@ -539,7 +539,9 @@ def run_workers(paths, opt, jobs):
             tail = [ln for ln in err.read().strip().splitlines() if ln.strip()][-1:] or [f'exit {p.returncode}']
             records[path] = {'model': name, 'arch': '?', 'batch_size': 0, 'block_size': 0, 'error': tail[0][:200]}
         err.close()
-        print(f"{name}: {records[path].get('error') or 'ok'}", file=sys.stderr)
+        r = records[path]   # each model's figures as it finishes: a check stopped short still reports these
+        print(f"{name}: {r.get('error') or 'ok'}" + (f", {r['ms_per_step']:.1f} ms/step, MFU {100 * r['mfu']:.1f}%, "
+              f"warm-up {r['warmup_s']:.0f} s" if 'mfu' in r else ''), file=sys.stderr, flush=True)
     logs.cleanup()
     return [records[p] for p in paths]
 
