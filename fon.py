@@ -288,8 +288,9 @@ def ripple_matrices(kernels, c, causal):
     for a in kernels:
         s = a.numel()
         k = -off if causal else off + s // 2
-        ok = (k >= 0) & (k < s)
-        Ks.append(torch.where(ok, a[k.clamp(0, s - 1)], torch.zeros((), dtype=a.dtype, device=a.device)))
+        # a one-hot product, not a[k]: inductor (torch 2.11, CUDA) fails to compile that gather
+        onehot = k == torch.arange(s, device=r.device)[:, None, None]    # (s, c, W); none where k is out of range
+        Ks.append((a @ onehot.flatten(1).to(a.dtype)).view(k.shape))
     return torch.cat(Ks, 0)
 
 

@@ -69,6 +69,23 @@ def test_ripple_kernels_match_loops():
         torch.testing.assert_close(out, fon.chunk_conv_reference(z, [a2, a8], causal), atol=1e-5, rtol=1e-5)
 
 
+def test_ripple_matrices_gather_nothing():
+    # a[k] with k computed from aranges made inductor fail to compile FON on CUDA (torch 2.11,
+    # 'The argument ((0)) + 32 is not comparable'); the one-hot product builds the same matrices
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        seen = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+    with Ops() as ops:
+        for causal in (True, False):
+            fon.ripple_matrices([torch.randn(8), torch.randn(32)], 32, causal)
+    assert 'index' not in ops.seen, ops.seen
+
+
 def holed_batch(T=24, seed=1):
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(0, MASK, (2, T), generator=g)
