@@ -85,10 +85,15 @@ def check_device(dev):
 
 def resolve_device(device, dtype):
     """'auto' picks cuda when there is one, and bf16 where the GPU supports it: (device, torch
-    dtype, autocast context)."""
+    dtype, autocast context). On CUDA it turns cuDNN's attention off (flash attention runs)."""
     dev = ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else str(device)
     check_device(dev)
     device_type = 'cuda' if dev.startswith('cuda') else ('mps' if dev.startswith('mps') else 'cpu')
+    if device_type == 'cuda':
+        # cuDNN's SDPA builds a plan for every new shape, ~4.5 ms of host time each: Parcae's loop
+        # shrinks the batch step by step and decoding grows the keys token by token. On an H200,
+        # off: Parcae-140M 402 -> 183 ms/step, GPT-140M decode 45-59 -> 5 ms/token
+        torch.backends.cuda.enable_cudnn_sdp(False)
     if dtype == 'auto':
         dtype = 'bfloat16' if device_type == 'cuda' and torch.cuda.is_bf16_supported() else 'float32'
     pt = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dtype)

@@ -219,6 +219,23 @@ def test_sample_defaults_resolve_to_the_runs_device_else_the_best_here(machine):
     assert models.resolve_device('cuda', 'auto')[1] == torch.float32
 
 
+def test_cuda_runs_turn_cudnn_attention_off(machine):
+    # cuDNN's SDPA plans per shape: Parcae's shrinking batches and decoding's growing keys paid
+    # milliseconds of host time per call on an H200 (models.resolve_device)
+    import models
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        machine()
+        models.resolve_device('cpu', 'auto')
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        machine(cuda=True)
+        models.resolve_device('cuda', 'auto')
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)
+
+
 def test_a_checkpoint_that_says_cuda_samples_on_the_cpu_with_a_line(char_data, tmp_path, machine, capsys):
     out = tmp_path / 'out'
     train_script().main([f'--data_dir={char_data}', '--dataset=tiny', f'--out_dir={out}', *TINY, '--max_iters=1',
