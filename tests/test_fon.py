@@ -75,7 +75,9 @@ def test_ripple_matrices_gather_nothing():
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Ops(TorchDispatchMode):
-        seen = set()
+        def __init__(self):
+            super().__init__()
+            self.seen = set()
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             self.seen.add(func.overloadpacket.__name__)

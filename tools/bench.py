@@ -36,18 +36,18 @@ by the state, counted once) and the median latency of the next decode_iters toke
 raised to the longest context so learned position tables reach it.
 
 GPU check (--gpu_check): everything the GPU path needs, in one command meant for one device call
-(343 s on an H200 with --warm_jobs=6). Every model at a paper shape (GPU_CHECK's configs, batch
-and length as the config says, in the config's own dtype; config files given on the command line
-replace them) runs in its own worker process: the workers compile and warm up at once (warm_jobs at a time, sharing
-inductor's on-disk caches), then each, alone on the device, takes `iters` timed compiled training
-steps (each optimizer timed on its own: Muon's share shows), one profiled step whose aten ops name
-the attention kernel that ran, and the incremental decode (KV cache, O(1) state) against the full
-forward at two context lengths. Dynamo's graphs and the most versions of one function are counted
-(the recompile limit, 8, stops that model: a recompile storm). Then train.py itself: the GPT config
-at its own micro-batch on min(2, GPUs) ranks (nccl), two micro-steps each, an eval and a save every
-2 iterations, its peak memory from its log, and the same run stopped halfway and resumed against
-the uninterrupted one. On a machine without CUDA the same runs at TINY_SHAPE in float32 (the test
-suite runs it with --backend=eager). Exits 1 when a check fails.
+(343 s on an H200 with --warm_jobs=6). Every model at a paper shape (GPU_CHECK's configs, batch and
+length as the config says, in the config's own dtype; config files given on the command line replace
+them) runs in its own worker process: the workers compile and warm up at once (warm_jobs at a time,
+sharing inductor's on-disk caches), then each, alone on the device, takes `iters` timed compiled
+training steps (each optimizer timed on its own: Muon's share shows), one profiled step whose aten
+ops name the attention kernel that ran, and the incremental decode (KV cache, O(1) state) against
+the full forward at two context lengths. Dynamo's graphs and the most versions of one function are
+counted (the recompile limit, 8, stops that model: a recompile storm). Then train.py itself: the GPT
+config at its own micro-batch on min(2, GPUs) ranks (nccl), two micro-steps each, an eval and a save
+every 2 iterations, its peak memory from its log, and the same run stopped halfway and resumed
+against the uninterrupted one. On a machine without CUDA the same runs at TINY_SHAPE in float32 (the
+test suite runs it with --backend=eager). Exits 1 when a check fails.
 """
 import collections
 import json
