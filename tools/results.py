@@ -23,7 +23,7 @@ tables) and results/<paper>.png (the curves).
     python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed (a run
                                         # 62-91 min 3L, 63-156 min 6L with its repeated stages: ~19 CPU-hours);
                                         # once it holds, the looped models' depth sweeps (Parcae's pair 18
-                                        # CPU-hours; a workspace curriculum 2-2.5 h, at one round ~0.5 h)
+                                        # CPU-hours, the workspace's 13; a TextNCA stage ~10 min)
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
 Two runs train at once, one thread each (--jobs=N: N at once, one a core); the wall times in the tables
