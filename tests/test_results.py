@@ -644,7 +644,8 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     # the first grid; the 6L answers every hop count right (within seed noise), the 3L those of two lookups at
     # most (k = 1, 2 and k = 6, two back around the cycle), which the gate leaves out. Each
     # stage's last answer loss: the 3L never learns a stage's newest hop past the first; the 6L learns each
-    # at once, but seed 1338's stage 2, which it learns when repeated
+    # at once, but seed 1338's stage 2, which it learns when repeated. TextNCA never reads the listing (ln 26 on
+    # one hop, a guess over every letter), its control learns as the other looped models do
     import battery
     monkeypatch.chdir(tmp_path)
     best = {'GPT 3L': 2e-3, 'GPT 6L': 5e-4}
@@ -652,6 +653,8 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
 
     def stage_loss(out, seed, n):
         at_chance = math.log(7) / n    # hops 1 ... n - 1 exact, hop n at chance among 7
+        if 'TextNCA_lr_' in out:
+            return math.log(26)
         if '3L' in out:
             return 0.001 if n == 1 else at_chance
         if seed == 1338 and n == 2 and '_2_hops_1-' not in out:
@@ -670,10 +673,12 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
         return float(re.match(r'\d+_\d+', out.split('_lr_')[1]).group().replace('_', '.'))
 
     def evaluate(out, *a):
+        assert 'TextNCA_lr_' not in out    # nothing to read past the one-hop stages
         name = 'GPT 6L' if '6L' in out else 'GPT 3L'
         return {'loss': 1.0 + abs(math.log(lr_of(out) / best[name]))}
 
     def reading(out, file, *a, sub=None):
+        assert 'TextNCA_lr_' not in out
         seed = int(out.rsplit('-s', 1)[1])
         right = lambda k: 0.9 + 0.01 * (seed - 1337) if ('6L' in out and deep_wins) or battery.lookups(k) <= 2 else 0.15
         if sub:    # a looped model: better with test-time depth, its depth-1 control not
@@ -704,19 +709,27 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     assert [r['run'] for r in rows][:2] == ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']
     looped = results.PAPERS['depth']['looped']
     if deep_wins:    # the looped models and their controls train only once the gate holds, each at its own rate
-        assert [r['run'] for r in rows][2:] == [f'{n} (lr 0.002)' for n in looped]
+        assert [r['run'] for r in rows][2:] == [f'{n} (lr 0.002)' for n in looped if n != 'TextNCA']
+        # TextNCA: three passes of one hop at each rate of the grid, seed 1337 only, then no wider grid, no seeds
+        more = results.STAGE_REPEATS
+        assert sorted(out for out, _, _ in trained if 'TextNCA_lr_' in out) == sorted(
+            results.stage_dir('TextNCA', lr, 1, 1337, r) for lr in results.DEPTH_LRS for r in range(1 + more))
+        assert (f"**TextNCA against TextNCA Ts=1: not decidable on this task.** TextNCA ended its one-hop stages "
+                f"(seed 1337, {1 + more} passes) at 3.258 at 0.001, 3.258 at 0.002, 3.258 at 0.004: no better than "
+                f"a uniform guess among the listed letters (1.946)") in md
+        assert '| Ts | TextNCA' not in md
         assert {lr_of(out) for out, seed, _ in trained if 'mu_1' in out} == set(results.DEPTH_LRS)
         assert '| num_recur | Parcae (lr 0.002) | Parcae mu=1 (lr 0.002) |' in md
         assert '| 6 | 0.751 +- 0.001 | 0.151 +- 0.001 | +0.600 | holds |' in md
         first = {r['run'].split(' (lr')[0]: r['dirs'][0] for r in rows[2:]}
         tokens = 6 * 64 * 64 * 3000    # seed 1337 learns each stage at once: 5 stages and the task, 3,000 it. of 64 x 64
-        for model, control in results.PAPERS['depth']['controls'].items():
+        for model, control in list(results.PAPERS['depth']['controls'].items())[:2]:
             line = next(x for x in md.splitlines() if x.startswith('Parameters') and f': {model} ' in x)
             (p, e, f), (pc, ec, fc) = results.counts(first[model]), results.counts(first[control])
             assert f": {model} {p:,} / {e:,}, {f / 1e6:.2f}M, {tokens / e:.0f}; {control} {pc:,} / {ec:,}, " \
                    f"{fc / 1e6:.2f}M, {tokens / ec:.0f}." in line
             assert fc < f and abs(ec - e) <= e // 100    # the same model, run once
-        assert md.count('| 1 | 0.251 +- 0.001 | 0.151 +- 0.001 | +0.100 | holds |') == 3
+        assert md.count('| 1 | 0.251 +- 0.001 | 0.151 +- 0.001 | +0.100 | holds |') == 2
         assert len([a for a in fig.axes if a.has_data()]) == 3
     else:
         assert len(rows) == 2 and "The gate does not hold, so the looped models' depth sweeps" in md

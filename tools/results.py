@@ -1635,8 +1635,11 @@ def depth(seeds, iters):
                 l_grids, l_best = ({name: tuned[name].result()[j] for name in names} for j in (0, 1))
             except BaseException as e:    # a run failed: the others stop now, not after their hours of training
                 raise failure(tuned.values(), e)
-            l_rows, l_acc = depth_rows(names, l_best, ss, done)
-            l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in names})
+            unread = [n for n in names if l_best[n] is None]
+            read = [n for n in names if l_best[n] is not None]
+            l_rows, l_acc = depth_rows(read, l_best, ss, done)
+            l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in read})
+            l_md += depth_unread_md(unread, l_grids)
             fig = depth_figure(acc, grids, best, holds)
             depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
             if i < len(pairs):
@@ -1648,15 +1651,18 @@ def depth(seeds, iters):
 
 def depth_tune(name, done, iters, ss):
     """One run's rate, bracket() over DEPTH_LRS on seed 1337 by the answer loss, then its seeds ss at that
-    rate: ({lr: loss}, the rate)."""
+    rate: ({lr: loss}, the rate). A model that reads no listing at any rate of DEPTH_LRS has no rate to
+    find: ({lr: its one-hop loss}, None), no wider grid, no more seeds."""
     def loss(lr):
         depth_train([(name, lr, 1337)], done, iters)
-        return done[(name, lr, 1337)][1]
+        return done[(name, lr, 1337)][1] if done[(name, lr, 1337)][2] is not None else math.inf
     with live(depth_rank(name)):
         depth_train([(name, lr, 1337) for lr in DEPTH_LRS], done, iters)
+        if all(done[(name, lr, 1337)][2] is None for lr in DEPTH_LRS):
+            return {lr: done[(name, lr, 1337)][1] for lr in DEPTH_LRS}, None
         lrs, best = bracket(DEPTH_LRS, loss)
         depth_train([(name, best, s) for s in ss], done, iters)
-    return {lr: loss(lr) for lr in lrs}, best
+    return {lr: done[(name, lr, 1337)][1] for lr in lrs}, best
 
 
 def depth_rows(runs, best, ss, done):
@@ -1753,11 +1759,20 @@ def stage_learned(out, n):
     return val_curve(out)[-1][1] < -math.log(CHANCE[f'hop{n}of{n}']) / (2 * n)
 
 
+def listing_unread(out):
+    """The one-hop stage ends no better than a uniform guess among the listed letters (ln 7): the run has not
+    read the listing, and every later hop is a lookup in it. TextNCA sat at ln 26 = 3.258 (its GRU state
+    saturated, the answer blind to the listing) at every rate; every run that went on learned below 1.3."""
+    from battery import CHANCE
+    return val_curve(out)[-1][1] >= -math.log(CHANCE['hop1of1'])
+
+
 def depth_run(name, lr, seed, iters):
     """One run of the depth task (a GPT of the gate or a looped model) at one rate and seed, after its
     curriculum (each stage from the one before's weights, repeated while its newest hop is not learned):
     (seconds, answer loss on the val stream, {task: exact match} or a looped model's per test-time depth
-    {depth: {task: exact match}}, [(n, folder)] of every stage trained, the task's last with n None)."""
+    {depth: {task: exact match}}, [(n, folder)] of every stage trained, the task's last with n None). A run
+    whose one-hop stages leave the listing unread stops there: (seconds, their last answer loss, None, stages)."""
     spec, rate = PAPERS['depth'], [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}']
     args = {**spec['runs'], **spec['looped']}[name]
     secs, start, r, stages = 0, [], 0, []
@@ -1769,6 +1784,8 @@ def depth_run(name, lr, seed, iters):
             if again == STAGE_REPEATS or stage_learned(stage, n):
                 break
             r += 1
+        if n == 1 and listing_unread(stage):
+            return secs, val_curve(stage)[-1][1], None, stages
     out = stage_dir(name, lr, None, seed, r)    # the task (hop counts 1 ... 6): one more stage
     secs += train(args + spec['stage'] + rate + ['--dataset=hops'] + start, out, seed, iters)
 
@@ -1846,7 +1863,7 @@ def depth_looped_md(acc, grids, rows, gpt, stages):
           "), seeds " + ', '.join(map(str, ss)) + ". Exact match at three lookups or more (each "
           "seed's mean over k = 3, 4, 5, then mean +- sd over seeds) against the depth run at test time; the GPTs: " +
           ', '.join(f"{n} {deep_hops({t: r['mean'] for t, r in a.items()}):.3f}" for n, a in gpt.items()) + '.', '']
-    for model, control in ((m, c) for m, c in spec['controls'].items() if m in acc):
+    for model, control in ((m, c) for m, c in spec['controls'].items() if m in acc and c in acc):
         knob = spec['knob'][model]
         md += [f"Parameters (paper convention / non-embedding), FLOPs per token at the training depth, tokens per "
                f"non-embedding parameter (curriculum and task, seed {ss[0]}): {size(model)}; {size(control)}.", '',
@@ -1859,11 +1876,26 @@ def depth_looped_md(acc, grids, rows, gpt, stages):
     return md
 
 
+def depth_unread_md(unread, grids):
+    """A line per pair a side of which read no listing at any rate: not decidable on this task."""
+    from battery import CHANCE
+    md = []
+    for model, control in PAPERS['depth']['controls'].items():
+        names = [n for n in (model, control) if n in unread]
+        if names:
+            md += [f"**{model} against {control}: not decidable on this task.** " + '; '.join(
+                f"{n} ended its one-hop stages (seed 1337, {STAGE_REPEATS + 1} passes) at " +
+                ', '.join(f'{v:.3f} at {lr:g}' for lr, v in grids[n].items()) for n in names) +
+                f": no better than a uniform guess among the listed letters ({-math.log(CHANCE['hop1of1']):.3f}), "
+                "so the listing that every hop looks up was never read, and the curriculum stopped there.", '']
+    return md
+
+
 def depth_looped_axes(ax, acc, gpt):
     """Exact match at three lookups or more against test-time depth: each looped model (solid) and its control (dashed),
     the GPTs as lines."""
     spec = PAPERS['depth']
-    for i, (model, control) in enumerate((m, c) for m, c in spec['controls'].items() if m in acc):
+    for i, (model, control) in enumerate((m, c) for m, c in spec['controls'].items() if m in acc and c in acc):
         for name, style in ((model, 'o-'), (control, 's--')):
             ax.plot(spec['sweep'], [acc[name][v][DEEP]['mean'] for v in spec['sweep']],
                     style, color=f'C{i + 2}', label=f"{name} ({spec['knob'][name]})")
