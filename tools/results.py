@@ -23,7 +23,8 @@ tables) and results/<paper>.png (the curves).
     python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed (a run
                                         # 62-91 min 3L, 63-156 min 6L with its repeated stages: ~19 CPU-hours);
                                         # once it holds, the looped models' depth sweeps (Parcae's pair 18
-                                        # CPU-hours, the workspace's 13; a TextNCA stage ~10 min)
+                                        # CPU-hours, the workspace's 13; TextNCA's, which never
+                                        # reads the listing, stops after its one-hop stages: 2.4)
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
 Two runs train at once, one thread each (--jobs=N: N at once, one a core); the wall times in the tables
