@@ -77,7 +77,8 @@ def test_decode_kv_cache_grows_fixed_state_does_not(tmp_path):
 
 
 def test_bad_input_is_one_line(capsys):
-    for args in (['--models=gpt,nope'], ['--batch_size=0'], ['--modles=gpt']):
+    for args in (['--models=gpt,nope'], ['--batch_size=0'], ['--modles=gpt'], ['--iters=0'], ['--iters=-3'],
+                 ['--warmup=-1'], ['--decode_iters=0']):
         with pytest.raises(SystemExit) as e:
             bench.main(args)
         assert e.value.code == 2

@@ -659,9 +659,11 @@ def read_options(argv):
     opt = {**DEFAULTS, **check(given, DEFAULTS)}
     if opt['models'] and files:
         raise ConfigError("give either --models or config files, not both")
-    for k in ('batch_size', 'block_size', 'max_context'):
-        if opt[k] is not None and (not isinstance(opt[k], int) or isinstance(opt[k], bool) or opt[k] < 1):
-            raise ConfigError(f"{k} must be a positive integer" + (" (None: 8192 on CUDA, 2048 on CPU)"
+    least = {'iters': 1, 'decode_iters': 1, 'warm_jobs': 1, 'warmup': 0, 'n_layer': 1, 'n_head': 1, 'n_embd': 1,
+             'vocab_size': 2, 'batch_size': 1, 'block_size': 1, 'max_context': 1}   # a median needs one timed step
+    for k, lo in least.items():
+        if opt[k] is not None and (not isinstance(opt[k], int) or isinstance(opt[k], bool) or opt[k] < lo):
+            raise ConfigError(f"{k} must be an integer >= {lo}" + (" (or None: 8192 on CUDA, 2048 on CPU)"
                               if k == 'max_context' else "") + f", got {opt[k]!r}")
     if opt['json_path'] and os.path.isdir(opt['json_path']):
         raise ConfigError(f"--json={opt['json_path']} is a folder; name a file for the records")
