@@ -91,6 +91,15 @@ def test_fit_recovers_known_parameters():
     noisy = 3.1 + 0.8 * np.exp(-0.15 * T) + np.random.default_rng(0).normal(0, 1e-3, len(T))
     f = ev.fit_exp_decay(T, noisy)
     assert f['L_inf'] == pytest.approx(3.1, abs=0.02) and f['z'] == pytest.approx(0.15, rel=0.1)
+    assert f['unidentified'] == ''
+
+
+def test_a_fit_its_points_cannot_identify_says_so(capsys):
+    # four points whose drop happens within the first step: any z past it fits with a larger Z
+    f = ev.fit_exp_decay([1, 2, 4, 8], [3.0, 2.5, 2.49, 2.48])
+    assert '4 points for 3 constants' in f['unidentified'] and 'shorter than the first step' in f['unidentified']
+    T = np.arange(1, 25)   # a decay length of 100 over a range of 23: a line, its floor unseen
+    assert 'longer than the swept range' in ev.fit_exp_decay(T, 2.0 + np.exp(-0.01 * T))['unidentified']
 
 
 def test_parcae_sweep_json_plot_and_fit(runs, tmp_path, capsys):
@@ -98,6 +107,7 @@ def test_parcae_sweep_json_plot_and_fit(runs, tmp_path, capsys):
     saved = json.load(open(tmp_path / 'sweep_num_recur.json'))
     assert saved['values'] == [1, 2, 3, 4] and len(saved['loss']) == 4
     assert set(saved['fit']) >= {'L_inf', 'Z', 'z'}
+    assert 'cannot be identified from these points (4 points' in capsys.readouterr().out
     assert saved['series'] == 2                      # measured points + fitted curve
     assert (tmp_path / 'sweep_num_recur.png').stat().st_size > 0
     assert 'L_inf' in capsys.readouterr().out

@@ -177,7 +177,24 @@ def fit_exp_decay(T, L):
             d = a + g * (b - a)
     z = math.exp((a + b) / 2)
     err, (L_inf, Z) = solve(z)
-    return {'L_inf': float(L_inf), 'Z': float(Z), 'z': z, 'rmse': math.sqrt(err / len(T)), 'points': int(len(T))}
+    return {'L_inf': float(L_inf), 'Z': float(Z), 'z': z, 'rmse': math.sqrt(err / len(T)), 'points': int(len(T)),
+            'unidentified': unidentified(T, z)}
+
+
+def unidentified(T, z):
+    """Why L_inf, Z and z cannot be read off these points ('' when they can). Three constants need
+    points to spare, and the decay length 1/z must lie inside the swept range: shorter than the
+    first step, only the first point sees the decay (any larger z with a larger Z fits it as well);
+    longer than the range, the curve is a line whose floor L_inf is not seen."""
+    steps = np.diff(np.unique(T))
+    why = []
+    if len(T) < 6:
+        why.append(f"{len(T)} points for 3 constants (6 at least)")
+    if len(steps) and 1 / z < steps.min():
+        why.append(f"the decay length 1/z = {1 / z:.2g} is shorter than the first step {steps.min():g}")
+    if 1 / z > T.max() - T.min():
+        why.append(f"the decay length 1/z = {1 / z:.3g} is longer than the swept range")
+    return '; '.join(why)
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -509,6 +526,9 @@ def run_sweep(ev):
             res['fit'] = f
             print(f"fit L(T) = L_inf + Z exp(-z T): L_inf {f['L_inf']:.4f}, Z {f['Z']:.4f}, z {f['z']:.4f}, "
                   f"rmse {f['rmse']:.2e} ({f['points']} points)")
+            if f['unidentified']:
+                print(f"the curve cannot be identified from these points ({f['unidentified']}): the constants "
+                      f"describe this sweep, they are not the model's L_inf, Z and z")
         except ValueError as e:
             print(f"no fit: {e}")
     fig, ax = axes(f"{ev.name}: {split} loss vs {knob}", knob, f'{split} loss (nats/token)')
