@@ -42,6 +42,32 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# ----------------------------------------------------------------------------- the paper's loop, plainly
+# What Parcae.forward computes, as the equations above read, at one depth T; forward runs the same
+# loop by the fast path below, and the tests hold that to this.
+
+def parcae_reference(model, idx, T, backprop_depth=None, h0=None):
+    """The logits of `model` (a Parcae) at depth T, the first T - k steps without gradient, k =
+    min(T, backprop_depth) (None: all T; sec. 4.2). h0 None: the model's h_0 (_initial_state)."""
+    m, cfg, (B, L) = model, model.config, idx.shape
+    cos, sin = rope_tables(L, cfg.head_dim, cfg.rope_base, idx.device)
+    x = m.wte(idx)                                                         # (B, L, d)
+    for i, block in enumerate(m.prelude):
+        x = block(x, cos, sin, m._value_embed(i, idx))
+    e = m.prelude_norm(x) if m.prelude_norm is not None else x              # e = Norm(P(s))
+    h = m._initial_state(B, L, idx.device) if h0 is None else h0            # h_0, (B, L, d)
+    k = T if backprop_depth is None else min(T, backprop_depth)
+    for t in range(T):
+        with torch.set_grad_enabled(torch.is_grad_enabled() and t >= T - k):
+            h = m.injection.reference(h, e)                                 # A_bar h_t + B_bar e
+            for i, block in enumerate(m.recur):
+                h = block(h, cos, sin, m._value_embed(cfg.n_prelude + i, idx))   # h_{t+1} = R(...)
+    x = m.C(h) if m.C is not None else h
+    for i, block in enumerate(m.coda):
+        x = block(x, cos, sin, m._value_embed(cfg.n_prelude + cfg.n_recur_layers + i, idx))
+    return m.lm_head(m.ln_f(x))                                             # (B, L, vocab)
+
+
 
 @dataclass
 class ParcaeConfig:
@@ -104,7 +130,7 @@ def rope_tables(T, head_dim, base, device, offset=0):
     return freqs.cos(), freqs.sin()  # (T, head_dim/2)
 
 
-def apply_rope(x, cos, sin):  # x: (B, H, T, D), rotate the two halves
+def apply_rope(x, cos, sin):  # x: (B, H, L, hd), rotate the two halves
     x1, x2 = x.float().chunk(2, dim=-1)
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).type_as(x)
 
@@ -122,15 +148,15 @@ class Attention(nn.Module):
         self.c_proj = nn.Linear(inner, cfg.n_embd, bias=False)
         self.ve_gate = nn.Linear(32, cfg.n_head, bias=False) if has_ve else None
 
-    def forward(self, x, cos, sin, ve=None, cache=None):
-        B, T, _ = x.shape
-        q = self.c_q(x).view(B, T, self.H, self.hd).transpose(1, 2)
-        k = self.c_k(x).view(B, T, self.H, self.hd).transpose(1, 2)
-        v = self.c_v(x).view(B, T, self.H, self.hd)
+    def forward(self, x, cos, sin, ve=None, cache=None):  # x: (B, L, d), L the sequence length
+        B, L, _ = x.shape
+        q = self.c_q(x).view(B, L, self.H, self.hd).transpose(1, 2)         # (B, H, L, hd)
+        k = self.c_k(x).view(B, L, self.H, self.hd).transpose(1, 2)         # (B, H, L, hd)
+        v = self.c_v(x).view(B, L, self.H, self.hd)                         # (B, L, H, hd)
         if ve is not None:
-            gate = 2 * torch.sigmoid(self.ve_gate(x[..., :32]))  # (B, T, H), in (0, 2)
-            v = v + gate.unsqueeze(-1) * ve.view(B, T, self.H, self.hd).to(v.dtype)
-        v = v.transpose(1, 2)
+            gate = 2 * torch.sigmoid(self.ve_gate(x[..., :32]))  # (B, L, H), in (0, 2)
+            v = v + gate.unsqueeze(-1) * ve.view(B, L, self.H, self.hd).to(v.dtype)
+        v = v.transpose(1, 2)                                               # (B, H, L, hd)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.cfg.qk_norm:
             q, k = F.rms_norm(q, (self.hd,)), F.rms_norm(k, (self.hd,))
@@ -138,10 +164,10 @@ class Attention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:  # one new token: it sees every cached key
             if 'k' in cache:
-                k, v = torch.cat([cache['k'], k], dim=2), torch.cat([cache['v'], v], dim=2)
+                k, v = torch.cat([cache['k'], k], dim=2), torch.cat([cache['v'], v], dim=2)  # (B, H, pos + 1, hd)
             cache['k'], cache['v'] = k, v
-            y = F.scaled_dot_product_attention(q, k, v)
-        return self.c_proj(y.transpose(1, 2).reshape(B, T, self.H * self.hd))
+            y = F.scaled_dot_product_attention(q, k, v)                     # (B, H, L, hd)
+        return self.c_proj(y.transpose(1, 2).reshape(B, L, self.H * self.hd))   # (B, L, d)
 
 
 class MLP(nn.Module):
@@ -155,7 +181,7 @@ class MLP(nn.Module):
         self.c_proj = nn.Linear(cfg.d_ff, cfg.n_embd, bias=False)
 
     def forward(self, x):
-        h = self.c_fc(x)
+        h = self.c_fc(x)                                                    # (B, L, d_ff)
         h = F.relu(h).square() if self.kind == 'relu2' else F.silu(self.c_gate(x)) * h
         return self.c_proj(h)
 
@@ -260,10 +286,10 @@ class LinearInjection(nn.Module):
 INJECTIONS = {'diagonal': DiagonalInjection, 'linear': LinearInjection}
 
 
-# ----------------------------------------------------------------------------- Parcae
-
-# The loop runs eagerly and calls the compiled recurrent block once a step; these helpers run
-# eagerly too (compiler.disable: a function called from the loop would otherwise compile on its own).
+# ---------------------------------------------------------------- fast path: per-sequence depths, a sorted prefix
+# Under torch.compile the loop runs eagerly and calls the compiled recurrent block (Parcae._step)
+# once a step; the helpers it calls run eagerly too (a function called from the loop would
+# otherwise compile on its own).
 
 @torch.compiler.disable
 def mark_batch_dynamic(*tensors):
@@ -276,8 +302,7 @@ def mark_batch_dynamic(*tensors):
 
 @torch.compiler.disable
 def running(m, h, u, ves):
-    """The first m rows of the state, the input term and the value embeddings: the sequences still
-    looping when the batch is sorted by depth."""
+    """The first m rows of h, u and the value embeddings: the sequences still looping (sorted by depth)."""
     h, u, ves = h[:m], u[:m], [None if v is None else v[:m] for v in ves]
     mark_batch_dynamic(h, u, *ves)
     return h, u, ves
@@ -285,10 +310,84 @@ def running(m, h, u, ves):
 
 @torch.compiler.disable
 def detached(u, A_bar, ves):
-    """The loop constants without their autograd history: the no-grad steps of a training forward
-    then share their compiled graphs with eval's no-grad forward."""
+    """The loop constants without autograd history: no-grad steps share eval's compiled graphs."""
     return u.detach(), None if A_bar is None else A_bar.detach(), [None if v is None else v.detach() for v in ves]
 
+
+@torch.compiler.disable(recursive=False)  # the loop runs eagerly; the blocks it calls compile
+def loop(model, h, u, A_bar, ves, cos, sin, T, k):
+    """parcae_reference's loop batched at one depth T, from h = h_0 (B, L, d) and the input term
+    u = B_bar e (B, L, d): the first T - k steps without gradient. Returns h_T and h_{T-1}."""
+    with torch.no_grad():
+        u_ng, A_ng, ves_ng = detached(u, A_bar, ves)
+        for _ in range(T - k):
+            mark_batch_dynamic(h, u_ng, *ves_ng)
+            h = model._step(h, u_ng, A_ng, ves_ng, cos, sin)
+    for _ in range(k):
+        mark_batch_dynamic(h, u, *ves)
+        h, h_prev = model._step(h, u, A_bar, ves, cos, sin), h
+    return h, h_prev.detach()
+
+
+@torch.compiler.disable(recursive=False)
+def loop_per_sequence(model, h, u, A_bar, ves, cos, sin, T_i, k_i):
+    """loop at per-sequence depths: the batch comes sorted by depth (T_i descending), sequence i
+    runs T_i steps, the first T_i - k_i without gradient, each step on the running prefix alone.
+    Returns h_T and h_{T-1} in the sorted order."""
+    B, n_i = len(T_i), [t - k for t, k in zip(T_i, k_i)]
+    if max(n_i) > 0:
+        with torch.no_grad():
+            h_ng = h.detach().clone()
+            u_ng, A_ng, ves_ng = detached(u, A_bar, ves)
+            for s in range(max(n_i)):
+                m = sum(n > s for n in n_i)
+                h_m, u_m, ves_m = running(m, h_ng, u_ng, ves_ng)                 # (m, L, d)
+                h_ng[:m] = model._step(h_m, u_m, A_ng, ves_m, cos, sin)
+        m = sum(n > 0 for n in n_i)
+        h = h_ng if m == B else torch.cat([h_ng[:m], h[m:]])
+    h_prev = h.detach().clone()
+    for s in range(max(k_i)):
+        m = sum(k > s for k in k_i)
+        h_prev[:m] = h[:m].detach()
+        h_m, u_m, ves_m = running(m, h, u, ves)                                   # (m, L, d)
+        new = model._step(h_m, u_m, A_bar, ves_m, cos, sin)
+        h = new if m == B else torch.cat([new, h[m:]])                           # (B, L, d)
+    return h, h_prev
+
+
+@torch.compiler.disable(recursive=False)
+def recur(model, u, ves, A_bar, cos, sin, num_recur):
+    """Draws the depths and runs the loop from the input term u = B_bar e (B, L, d) and the
+    recurrent layers' value embeddings; returns h_T (B, L, d) in the batch's order. A batch at one
+    depth (eval, a given num_recur, fixed or per-batch sampling) runs loop; per-sequence depths run
+    loop_per_sequence on the batch sorted by depth."""
+    cfg, B = model.config, u.shape[0]
+    if model.training:
+        depths = model.sample_depths(B) if num_recur is None else [num_recur] * B
+        k_i = [min(t, cfg.mean_backprop_depth) for t in depths]
+    else:  # eval: fixed depth, ordinary autograd through every step
+        depths = [cfg.mean_recurrence if num_recur is None else num_recur] * B
+        k_i = depths
+    perm = None
+    if len(set(depths)) == 1:
+        h0 = model._initial_state(B, u.shape[1], u.device).to(u.dtype)
+        h, h_prev = loop(model, h0, u, A_bar, ves, cos, sin, depths[0], k_i[0])
+    else:
+        order = sorted(range(B), key=lambda i: -depths[i])
+        # pinned and non-blocking: a pageable copy would wait for the device's queue every forward
+        perm = torch.tensor(order, pin_memory=u.is_cuda).to(u.device, non_blocking=True)
+        u, ves = u[perm], [None if v is None else v[perm] for v in ves]
+        h0 = model._initial_state(B, u.shape[1], u.device).to(u.dtype)  # i.i.d. rows, taken in the sorted order
+        h, h_prev = loop_per_sequence(model, h0, u, A_bar, ves, cos, sin, [depths[i] for i in order],
+                                      [k_i[i] for i in order])
+    if model.training:  # paper A.2: recurrent residual ||h_T - h_{T-1}|| and state norm ||h_T||
+        hd = h.detach().float()
+        model._stats = {'recurrent_residual': (hd - h_prev.float()).norm(dim=-1).mean(),
+                        'state_norm': hd.norm(dim=-1).mean(), 'depths': depths}
+    return h if perm is None else h[torch.argsort(perm)]
+
+
+# ----------------------------------------------------------------------------- Parcae
 
 class Parcae(nn.Module):
     knobs = decode_knobs = ('num_recur',)   # the runtime controls of forward and decode
@@ -343,12 +442,48 @@ class Parcae(nn.Module):
         with torch.no_grad():
             return self.injection.spectral_radius()
 
+    def _value_embed(self, layer, idx):
+        key = str(layer)
+        return self.value_embeds[key](idx) if key in self.value_embeds else None
+
+    def _prelude(self, idx, cos, sin, caches=None):
+        x = self.wte(idx)                                                   # (B, L, d)
+        for i, block in enumerate(self.prelude):
+            x = block(x, cos, sin, self._value_embed(i, idx), None if caches is None else caches[i])
+        return self.prelude_norm(x) if self.prelude_norm is not None else x
+
     def _step(self, h, u, A_bar, ves, cos, sin, caches=None):
         """One application of the recurrent block: h_{t+1} = R(A_bar h_t + B_bar e)."""
         x = self.injection(h, A_bar, u)
         for i, block in enumerate(self.recur):
             x = block(x, cos, sin, ves[i], None if caches is None else caches[i])
         return x
+
+    def _coda(self, h, idx, cos, sin, caches=None):
+        x = self.C(h).to(h.dtype) if self.C is not None else h  # keep the residual stream's dtype
+        first = self.config.n_prelude + self.config.n_recur_layers
+        for i, block in enumerate(self.coda):
+            x = block(x, cos, sin, self._value_embed(first + i, idx), None if caches is None else caches[i])
+        return self.lm_head(self.ln_f(x))                                   # (B, L, vocab)
+
+    def forward(self, idx, targets=None, num_recur=None):
+        """The logits, and the loss when targets are given. num_recur is the loop depth T. Without
+        it, training draws the depths (sample_depths) and eval runs mean_recurrence steps. With it,
+        every sequence runs T steps; in training the gradient still flows through the last
+        min(T, mean_backprop_depth) of them only."""
+        cos, sin = rope_tables(idx.shape[1], self.config.head_dim, self.config.rope_base, idx.device)
+        e = self._prelude(idx, cos, sin)                                    # (B, L, d)
+        # what the loop reads and never changes, computed here, inside the compiled graph
+        A_bar, u = self.injection.loop_constants(e)                         # (d,) or None, (B, L, d)
+        ves = [self._value_embed(self.config.n_prelude + i, idx) for i in range(self.config.n_recur_layers)]
+        h = recur(self, u, ves, A_bar, cos, sin, num_recur)                 # h_T, (B, L, d)
+        logits = self._coda(h, idx, cos, sin)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss
+
+    # --- the training depths and h_0, host-side: the fast path calls them outside the compiled graphs
 
     @torch.compiler.disable  # host-side draws: traced, they were a graph broken at .tolist()
     def sample_depths(self, batch_size):
@@ -363,19 +498,6 @@ class Parcae(nn.Module):
         T = [int(t) for t in T.tolist()]
         return T if size == batch_size else T * batch_size
 
-    def depth_moments(self):
-        """(E[T], E[k]) under the training distribution: block applications forward and with
-        gradient per token (flops_per_token counts each as it runs)."""
-        cfg = self.config
-        mu, kb, Tmax = cfg.mean_recurrence, cfg.mean_backprop_depth, cfg.max_recurrence
-        if cfg.depth_sampling == 'fixed':
-            return float(mu), float(min(mu, kb))
-        pmf = [math.exp(-mu + j * math.log(mu) - math.lgamma(j + 1)) for j in range(Tmax)]
-        pmf.append(max(0.0, 1.0 - sum(pmf)))  # all mass at or above Tmax is clipped to Tmax
-        ET = sum(p * min(max(j, 1), Tmax) for j, p in enumerate(pmf))
-        Ek = sum(p * min(max(j, 1), Tmax, kb) for j, p in enumerate(pmf))
-        return ET, Ek
-
     @torch.compiler.disable
     def _initial_state(self, B, T, device, offset=0):
         d, std = self.config.n_embd, self.std
@@ -389,158 +511,10 @@ class Parcae(nn.Module):
         rows = torch.arange(offset, offset + T, device=device) % table.shape[0]
         return table[rows].expand(B, T, d).clone()
 
-    def forward_reference(self, idx, depths, backprop_depth=None, h0=None):
-        """forward's logits the plain way (sec. 4.1 eq. 3, sec. 4.2): one sequence at a time, each
-        at its own depth T = depths[b] (an int: every sequence), the first T - k steps without
-        gradient, k = min(T, backprop_depth) (None: all T), and the injection as the paper writes
-        it, A_bar h + B_bar e = exp(-Delta A) h + Delta B e. h0 None: _initial_state's.
-        _loop below runs the same loop batched at one depth, _loop_per_sequence at per-sequence depths."""
-        cfg = self.config
-        B, L = idx.shape
-        depths = [depths] * B if isinstance(depths, int) else depths
-        h0 = self._initial_state(B, L, idx.device) if h0 is None else h0
-        cos, sin = rope_tables(L, cfg.head_dim, cfg.rope_base, idx.device)
-        logits = []
-        for b in range(B):
-            s = idx[b:b + 1]
-            x = self.wte(s)
-            for i, block in enumerate(self.prelude):
-                x = block(x, cos, sin, self._value_embed(i, s))
-            e = self.prelude_norm(x) if self.prelude_norm is not None else x  # e = Norm(P(s))
-
-            def step(h):
-                x = self.injection.reference(h, e)
-                for i, block in enumerate(self.recur):
-                    x = block(x, cos, sin, self._value_embed(cfg.n_prelude + i, s))
-                return x
-
-            T = depths[b]
-            k = T if backprop_depth is None else min(T, backprop_depth)
-            h = h0[b:b + 1]
-            with torch.no_grad():
-                for _ in range(T - k):
-                    h = step(h)
-            for _ in range(k):
-                h = step(h)
-            x = self.C(h) if self.C is not None else h
-            for i, block in enumerate(self.coda):
-                x = block(x, cos, sin, self._value_embed(cfg.n_prelude + cfg.n_recur_layers + i, s))
-            logits.append(self.lm_head(self.ln_f(x)))                        # head(Norm(Coda(C h_T)))
-        return torch.cat(logits)
-
-    @torch.compiler.disable(recursive=False)  # the loop runs eagerly; the blocks it calls compile
-    def _loop(self, h, u, A_bar, ves, cos, sin, T, k):
-        """The paper's loop for a batch at one depth T (sec. 4.1 eq. 3): h_{t+1} = R(A_bar h_t +
-        B_bar e) for t < T, from h = h_0 and the input term u = B_bar e. The first T - k steps run
-        without gradient (truncated backprop, sec. 4.2). Returns h_T and h_{T-1}."""
-        with torch.no_grad():
-            u_ng, A_ng, ves_ng = detached(u, A_bar, ves)
-            for _ in range(T - k):
-                mark_batch_dynamic(h, u_ng, *ves_ng)
-                h = self._step(h, u_ng, A_ng, ves_ng, cos, sin)
-        for _ in range(k):
-            mark_batch_dynamic(h, u, *ves)
-            h, h_prev = self._step(h, u, A_bar, ves, cos, sin), h
-        return h, h_prev.detach()
-
-    @torch.compiler.disable(recursive=False)
-    def _loop_per_sequence(self, h, u, A_bar, ves, cos, sin, T_i, k_i):
-        """_loop's fast form for per-sequence depths: the batch comes sorted by depth (T_i
-        descending), sequence i runs T_i steps, the first T_i - k_i without gradient. The sequences
-        still looping are then a prefix, and each step runs R on that prefix alone (sum_i T_i block
-        applications, no masking). Returns h_T and h_{T-1} in the sorted order."""
-        B, n_i = len(T_i), [t - k for t, k in zip(T_i, k_i)]
-        if max(n_i) > 0:
-            with torch.no_grad():
-                h_ng = h.detach().clone()
-                u_ng, A_ng, ves_ng = detached(u, A_bar, ves)
-                for s in range(max(n_i)):
-                    m = sum(n > s for n in n_i)
-                    h_m, u_m, ves_m = running(m, h_ng, u_ng, ves_ng)
-                    h_ng[:m] = self._step(h_m, u_m, A_ng, ves_m, cos, sin)
-            m = sum(n > 0 for n in n_i)
-            h = h_ng if m == B else torch.cat([h_ng[:m], h[m:]])
-        h_prev = h.detach().clone()
-        for s in range(max(k_i)):
-            m = sum(k > s for k in k_i)
-            h_prev[:m] = h[:m].detach()
-            h_m, u_m, ves_m = running(m, h, u, ves)
-            new = self._step(h_m, u_m, A_bar, ves_m, cos, sin)
-            h = new if m == B else torch.cat([new, h[m:]])
-        return h, h_prev
-
-    @torch.compiler.disable(recursive=False)
-    def _recur(self, u, ves, A_bar, cos, sin, num_recur):
-        """Draws the depths and runs the loop from the input term u = B_bar e (B, L, d) and the
-        recurrent layers' value embeddings; returns h_T in the batch's order. A batch at one depth
-        (eval, a given num_recur, fixed or per-batch sampling) runs _loop; per-sequence depths run
-        _loop_per_sequence on the batch sorted by depth."""
-        cfg, B = self.config, u.shape[0]
-        if self.training:
-            depths = self.sample_depths(B) if num_recur is None else [num_recur] * B
-            k_i = [min(t, cfg.mean_backprop_depth) for t in depths]
-        else:  # eval: fixed depth, ordinary autograd through every step
-            depths = [cfg.mean_recurrence if num_recur is None else num_recur] * B
-            k_i = depths
-        perm = None
-        if len(set(depths)) == 1:
-            h0 = self._initial_state(B, u.shape[1], u.device).to(u.dtype)
-            h, h_prev = self._loop(h0, u, A_bar, ves, cos, sin, depths[0], k_i[0])
-        else:
-            order = sorted(range(B), key=lambda i: -depths[i])
-            # pinned and non-blocking: a pageable copy would wait for the device's queue every forward
-            perm = torch.tensor(order, pin_memory=u.is_cuda).to(u.device, non_blocking=True)
-            u, ves = u[perm], [None if v is None else v[perm] for v in ves]
-            h0 = self._initial_state(B, u.shape[1], u.device).to(u.dtype)  # i.i.d. rows, taken in the sorted order
-            h, h_prev = self._loop_per_sequence(h0, u, A_bar, ves, cos, sin, [depths[i] for i in order],
-                                                [k_i[i] for i in order])
-        if self.training:  # paper A.2: recurrent residual ||h_T - h_{T-1}|| and state norm ||h_T||
-            hd = h.detach().float()
-            self._stats = {'recurrent_residual': (hd - h_prev.float()).norm(dim=-1).mean(),
-                           'state_norm': hd.norm(dim=-1).mean(), 'depths': depths}
-        return h if perm is None else h[torch.argsort(perm)]
-
-    # --- the model ---------------------------------------------------------------------------
-
-    def _value_embed(self, layer, idx):
-        key = str(layer)
-        return self.value_embeds[key](idx) if key in self.value_embeds else None
-
-    def _prelude(self, idx, cos, sin, caches=None):
-        x = self.wte(idx)
-        for i, block in enumerate(self.prelude):
-            x = block(x, cos, sin, self._value_embed(i, idx), None if caches is None else caches[i])
-        return self.prelude_norm(x) if self.prelude_norm is not None else x
-
-    def _coda(self, h, idx, cos, sin, caches=None):
-        x = self.C(h).to(h.dtype) if self.C is not None else h  # keep the residual stream's dtype
-        first = self.config.n_prelude + self.config.n_recur_layers
-        for i, block in enumerate(self.coda):
-            x = block(x, cos, sin, self._value_embed(first + i, idx), None if caches is None else caches[i])
-        return self.lm_head(self.ln_f(x))
-
-    def forward(self, idx, targets=None, num_recur=None):
-        """The logits, and the loss when targets are given. num_recur is the loop depth T. Without
-        it, training draws the depths (sample_depths) and eval runs mean_recurrence steps. With it,
-        every sequence runs T steps; in training the gradient still flows through the last
-        min(T, mean_backprop_depth) of them only."""
-        cos, sin = rope_tables(idx.shape[1], self.config.head_dim, self.config.rope_base, idx.device)
-        e = self._prelude(idx, cos, sin)
-        # what the loop reads and never changes, computed here, inside the compiled graph
-        A_bar, u = self.injection.loop_constants(e)
-        ves = [self._value_embed(self.config.n_prelude + i, idx) for i in range(self.config.n_recur_layers)]
-        h = self._recur(u, ves, A_bar, cos, sin, num_recur)
-        logits = self._coda(h, idx, cos, sin)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
-        return logits, loss
-
-    # --- incremental decoding: KV caches for every P layer, every (step, R layer), every C layer
+    # --- decode (KV caches for every P layer, every (step, R layer), every C layer), optimizer groups, FLOPs
 
     def decode_init(self, batch_size, device, num_recur=None):
-        T = self.config.mean_recurrence if num_recur is None else num_recur
-        cfg = self.config
+        cfg, T = self.config, self.config.mean_recurrence if num_recur is None else num_recur
         return {'pos': 0, 'T': T, 'prelude': [{} for _ in range(cfg.n_prelude)],
                 'recur': [[{} for _ in range(cfg.n_recur_layers)] for _ in range(T)],
                 'coda': [{} for _ in range(cfg.n_coda)]}
@@ -549,7 +523,7 @@ class Parcae(nn.Module):
     def decode_step(self, idx_t, state, num_recur=None):
         T = state['T']
         assert num_recur is None or num_recur == T, "num_recur is fixed at decode_init"
-        idx, pos = idx_t.view(-1, 1), state['pos']
+        idx, pos = idx_t.view(-1, 1), state['pos']                          # (B, 1)
         cos, sin = rope_tables(1, self.config.head_dim, self.config.rope_base, idx.device, offset=pos)
         e = self._prelude(idx, cos, sin, state['prelude'])
         A_bar, u = self.injection.loop_constants(e)
@@ -559,9 +533,7 @@ class Parcae(nn.Module):
             h = self._step(h, u, A_bar, ves, cos, sin, state['recur'][t])
         logits = self._coda(h, idx, cos, sin, state['coda'])
         state['pos'] = pos + 1
-        return logits[:, -1], state
-
-    # --- trainer hooks ---------------------------------------------------------------------------
+        return logits[:, -1], state                                         # (B, vocab)
 
     def optim_groups(self, weight_decay):
         """Table 20: Muon for the attention and MLP matrices; AdamW for embeddings, head, norms,
@@ -591,6 +563,19 @@ class Parcae(nn.Module):
             out['depth_max'] = float(max(depths))
         return out
 
+    def depth_moments(self):
+        """(E[T], E[k]) under the training distribution: block applications forward and with
+        gradient per token (flops_per_token counts each as it runs)."""
+        cfg = self.config
+        mu, kb, Tmax = cfg.mean_recurrence, cfg.mean_backprop_depth, cfg.max_recurrence
+        if cfg.depth_sampling == 'fixed':
+            return float(mu), float(min(mu, kb))
+        pmf = [math.exp(-mu + j * math.log(mu) - math.lgamma(j + 1)) for j in range(Tmax)]
+        pmf.append(max(0.0, 1.0 - sum(pmf)))  # all mass at or above Tmax is clipped to Tmax
+        ET = sum(p * min(max(j, 1), Tmax) for j, p in enumerate(pmf))
+        Ek = sum(p * min(max(j, 1), Tmax, kb) for j, p in enumerate(pmf))
+        return ET, Ek
+
     def flops_per_token(self, seq_len):
         """Training flops per token: 6 N for P, C, head; the recurrent block E[T] times forward
         (2 N) and E[k] times backward (4 N); attention 4 (fwd) + 8 (bwd) * H * hd * seq_len per layer
@@ -602,9 +587,7 @@ class Parcae(nn.Module):
             return sum(m.weight.numel() for b in blocks for m in b.modules() if isinstance(m, nn.Linear))
         ET, Ek = self.depth_moments()
         once = matmul(self.prelude) + matmul(self.coda) + d * cfg.vocab_size
-        if cfg.readout:
-            once += d * d
-        once += d * d  # B e, or the e half of W, once per forward
+        once += d * d * (1 + cfg.readout)  # C, and B e (or the e half of W) once per forward
         per_step = matmul(self.recur) + (d * d if cfg.injection == 'linear' else 0)
         flops = 6 * once + (2 * ET + 4 * Ek) * per_step
         flops += 12 * attn_ctx * (cfg.n_prelude + cfg.n_coda) + (4 * ET + 8 * Ek) * attn_ctx * cfg.n_recur_layers
@@ -710,9 +693,6 @@ class StableAdamW(torch.optim.Optimizer):
                 if group['update_clipping']:  # v_hat = 0 only where g = 0: that term is 0
                     rms = (g.square() / v_hat.clamp_min(torch.finfo(v_hat.dtype).tiny)).mean().sqrt()
                     step_lr = lr / rms.clamp_min(1.0)
-                if group['atan2']:
-                    update = torch.atan2(m_hat, v_hat.sqrt())
-                else:
-                    update = m_hat / (v_hat.sqrt() + group['eps'])
+                update = torch.atan2(m_hat, v_hat.sqrt()) if group['atan2'] else m_hat / (v_hat.sqrt() + group['eps'])
                 p.mul_(1 - step_lr * group['weight_decay'])
                 p.sub_(step_lr * update)

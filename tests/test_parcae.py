@@ -1,5 +1,5 @@
 """Parcae (parcae.py): paper parameter counts, causality, the injection and the loop against
-forward_reference (one sequence at a time), depth sampling and truncated backprop, optimizer
+parcae_reference (the paper's loop, plainly), depth sampling and truncated backprop, optimizer
 groups, training."""
 import dataclasses
 import math
@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from configurator import parse_args
-from parcae import Parcae, ParcaeConfig, rope_tables
+from parcae import Parcae, ParcaeConfig, loop, loop_per_sequence, parcae_reference, rope_tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,6 +42,11 @@ def zero_h0(m):
     """h_0 = 0, so that a training forward and a reference see the same initial state."""
     m._initial_state = lambda B, T, device, offset=0: torch.zeros(B, T, m.config.n_embd, device=device)
     return m
+
+
+def per_sequence_reference(m, idx, depths, backprop_depth=None):
+    """parcae_reference one sequence at a time, each at its own depth."""
+    return torch.cat([parcae_reference(m, idx[b:b + 1], T, backprop_depth) for b, T in enumerate(depths)])
 
 
 def load_config(name):
@@ -102,7 +107,7 @@ def test_one_step_injection_matches_formula(injection):
     idx = torch.randint(0, 64, (2, 16))
     with torch.no_grad():
         for T in (1, 3):
-            torch.testing.assert_close(m(idx, num_recur=T)[0], m.forward_reference(idx, T), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(m(idx, num_recur=T)[0], parcae_reference(m, idx, T), atol=1e-5, rtol=1e-5)
 
 
 def test_eval_default_depth_is_mean_recurrence_and_deterministic():
@@ -112,7 +117,7 @@ def test_eval_default_depth_is_mean_recurrence_and_deterministic():
         a, b = m(idx)[0], m(idx)[0]
         c, d = m(idx, num_recur=5)[0], m(idx, num_recur=2)[0]
         h0 = m._initial_state(3, 20, idx.device)
-        ref = m.forward_reference(idx, 5, h0=h0)
+        ref = parcae_reference(m, idx, 5, h0=h0)
     torch.testing.assert_close(a, b, atol=0, rtol=0)
     torch.testing.assert_close(a, c, atol=0, rtol=0)
     torch.testing.assert_close(a, ref, atol=1e-5, rtol=1e-5)
@@ -239,7 +244,7 @@ def test_depths_differ_inside_one_batch_and_each_sequence_runs_its_own_depth():
 
 
 def test_plain_loop_and_its_per_sequence_form_agree():
-    # at one depth for every sequence the fast form runs _loop's steps on the same tensors: the
+    # at one depth for every sequence the fast form runs loop's steps on the same tensors: the
     # same numbers, h_T, h_{T-1} and gradients, to the bit; at per-sequence depths each row is
     # that row's own plain loop (up to the rounding of a batched matmul, as above)
     m = randomized(tiny(mean_recurrence=5, mean_backprop_depth=2)).train()
@@ -249,23 +254,23 @@ def test_plain_loop_and_its_per_sequence_form_agree():
     ves = [m._value_embed(m.config.n_prelude + i, idx) for i in range(m.config.n_recur_layers)]
     h0 = torch.randn(3, 12, 64) * m.std
     for T, k in ((5, 2), (2, 2), (1, 1)):
-        plain = m._loop(h0, u, A_bar, ves, cos, sin, T, k)
+        plain = loop(m, h0, u, A_bar, ves, cos, sin, T, k)
         grad_plain = torch.autograd.grad(plain[0].square().sum(), m.injection.B, retain_graph=True)[0]
-        fast = m._loop_per_sequence(h0, u, A_bar, ves, cos, sin, [T] * 3, [k] * 3)
+        fast = loop_per_sequence(m, h0, u, A_bar, ves, cos, sin, [T] * 3, [k] * 3)
         grad_fast = torch.autograd.grad(fast[0].square().sum(), m.injection.B, retain_graph=True)[0]
         assert torch.equal(plain[0], fast[0]) and torch.equal(plain[1], fast[1]), (T, k)
         assert torch.equal(grad_plain, grad_fast) and grad_plain.abs().max() > 0, (T, k)
     T_i = [5, 3, 1]
-    h, h_prev = m._loop_per_sequence(h0, u, A_bar, ves, cos, sin, T_i, [min(t, 2) for t in T_i])
+    h, h_prev = loop_per_sequence(m, h0, u, A_bar, ves, cos, sin, T_i, [min(t, 2) for t in T_i])
     for i, T in enumerate(T_i):
-        row = m._loop(h0[i:i + 1], u[i:i + 1], A_bar, [None if v is None else v[i:i + 1] for v in ves],
-                  cos, sin, T, min(T, 2))
+        row = loop(m, h0[i:i + 1], u[i:i + 1], A_bar, [None if v is None else v[i:i + 1] for v in ves],
+                   cos, sin, T, min(T, 2))
         torch.testing.assert_close(h[i:i + 1], row[0], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(h_prev[i:i + 1], row[1], atol=1e-5, rtol=1e-5)
 
 
 def test_compiled_training_step_breaks_only_at_the_loop_and_equals_eager():
-    # the loop (_recur) runs eagerly by design: its one graph break is the only one; sampling the
+    # the loop (parcae.recur) runs eagerly by design: its one graph break is the only one; sampling the
     # depths stays out of dynamo (traced, it was a graph of its own broken at .tolist())
     from tools.bench import compile_stats
     m = randomized(tiny()).train()
@@ -283,7 +288,7 @@ def test_compiled_training_step_breaks_only_at_the_loop_and_equals_eager():
     breaks = torch._dynamo.utils.counters['graph_break']
     got = stats()
     torch._dynamo.reset()
-    assert got['graph_breaks'] == 1 and all('_recur' in reason for reason in breaks), dict(breaks)
+    assert got['graph_breaks'] == 1 and all('<function recur ' in reason for reason in breaks), dict(breaks)
     assert torch.equal(logits, ref_logits) and torch.equal(loss, ref_loss)
     assert all(torch.equal(p.grad, g) for p, g in zip(m.parameters(), ref_grads))
 
@@ -311,14 +316,14 @@ def test_truncated_backprop_gradients_match_reference():
     T = m._stats['depths']
     assert len(set(T)) > 1 and max(T) > 2
     m.zero_grad()
-    ref = F.cross_entropy(m.forward_reference(idx, T, backprop_depth=2).flatten(0, 1), tgt.flatten())
+    ref = F.cross_entropy(per_sequence_reference(m, idx, T, backprop_depth=2).flatten(0, 1), tgt.flatten())
     ref.backward()
     torch.testing.assert_close(loss, ref, atol=1e-5, rtol=1e-5)
     for n, p in m.named_parameters():
         torch.testing.assert_close(grads[n], p.grad, atol=1e-5, rtol=1e-4, msg=n)
     # and backprop through every step gives different gradients: the truncation is real
     m.zero_grad()
-    full = F.cross_entropy(m.forward_reference(idx, T).flatten(0, 1), tgt.flatten())
+    full = F.cross_entropy(per_sequence_reference(m, idx, T).flatten(0, 1), tgt.flatten())
     full.backward()
     assert (m.recur[0].mlp.c_fc.weight.grad - grads['recur.0.mlp.c_fc.weight']).abs().max() > 1e-5
 
