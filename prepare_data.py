@@ -11,7 +11,7 @@ last so that a folder with one is complete, holds tokenizer ('gpt2' | 'byte' | '
 rows; gpt2's padded 50304 has room), source, the split and the token counts. get_tokenizer(meta)
 -> (encode, decode) gives the tokenizer back to sample.py / eval.py.
 
-Sources (NAME), and the default tokenizer:
+Sources (NAME, the SOURCES table), and the default tokenizer:
   shakespeare_char  tiny shakespeare, char; nanoGPT's split: first 90% train, last 10% val
   shakespeare       the same text, gpt2
   wikitext103       WikiText-103 raw (the official train/valid/test files), gpt2
@@ -31,7 +31,7 @@ Sources (NAME), and the default tokenizer:
   any other NAME    with --input FILE: a local text file, first 90% train (--val_frac), char
 --input also works offline for the named sources: a text file (90/10), or the download itself
 (wikitext-103-raw-v1.zip or its folder, enwik8.zip or enwik8, a folder with the two TinyStories
-files, a parquet file or a folder of them).
+files, a parquet file or a folder of them). NAME is a plain folder name (check_name).
 
 Downloads go to <out_dir>/downloads/ with a tqdm bar, resume a leftover .part with an HTTP Range
 request, and are checked: tiny shakespeare and WikiText-103 against known sha256s (SHA256), the
@@ -84,9 +84,34 @@ from battery import DATASETS, SYNTH_CHARS, SYNTH_MASK_TOKEN, VAL_SEED_OFFSET, sy
 from configurator import ConfigError
 
 
+class DataError(ConfigError):
+    """An expected failure (network, bad input, missing extra): one clear line, no traceback. A
+    ConfigError, so that train.py and the tools report it as they report a mistake of theirs."""
+
+
+def check_name(name):
+    """A dataset is a plain folder under data/: train.py's --dataset and prepare's NAME."""
+    if not isinstance(name, str) or not re.fullmatch(r'[A-Za-z0-9_-][A-Za-z0-9_.-]*', name):
+        raise DataError(f'dataset name {name!r} must be a plain folder name: letters, digits, _ . - '
+                        f'(not starting with .)')
+
+
 # ----------------------------------------------------------------------------- downloads
-class DataError(Exception):
-    """An expected failure (network, bad input, missing extra): one clear line, no traceback."""
+TOKENIZERS = ('gpt2', 'byte', 'char')
+ROW_SEP = 256  # the byte tokenizer's row separator
+# checksums: char-rnn publishes none for tiny shakespeare's input.txt; this is the sha256 that
+# projects pinning the file (TensorFlow Datasets among them) agree on. WikiText-103's is the one
+# HuggingFace datasets recorded for this zip.
+SHA256 = {
+    'input.txt': '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed',
+    'wikitext-103-raw-v1.zip': '91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794',
+}
+# no checksum is published for enwik8.zip, only its size
+SIZES = {'input.txt': 1115394, 'wikitext-103-raw-v1.zip': 191984949, 'enwik8.zip': 36445475}
+ENWIK8_BYTES = 10**8
+FINEWEB_VAL_SHARD = 1822  # the last shard, nanochat's validation shard
+# the causal workspace paper trains on the first 250M bytes of TinyStories (its --max-train-tokens)
+TRAIN_CAPS = {('tinystories', 'byte'): 250_000_000}
 
 
 def error_line(e):
@@ -98,11 +123,8 @@ def error_line(e):
 
 def _published_sha256(r):
     # the HuggingFace Hub sends the sha256 of LFS files as X-Linked-Etag on the redirect
-    for resp in [*r.history, r]:
-        tag = resp.headers.get('X-Linked-Etag', '').strip('"')
-        if re.fullmatch(r'[0-9a-f]{64}', tag):
-            return tag
-    return None
+    tags = [resp.headers.get('X-Linked-Etag', '').strip('"') for resp in [*r.history, r]]
+    return next((t for t in tags if re.fullmatch(r'[0-9a-f]{64}', t)), None)
 
 
 def _sha256_file(path):
@@ -111,6 +133,15 @@ def _sha256_file(path):
         for block in iter(lambda: f.read(1 << 20), b''):
             h.update(block)
     return h.hexdigest()
+
+
+def _file_urls(base, files):
+    """base + '/' + file, or base itself when it is the full URL of a one-file source."""
+    base = base.rstrip('/')
+    last = urlparse(base).path.rsplit('/', 1)[-1]
+    if len(files) == 1 and os.path.splitext(last)[1] == os.path.splitext(files[0])[1]:
+        return [base]
+    return [f'{base}/{f}' for f in files]
 
 
 def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
@@ -133,8 +164,7 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
                     have = 0  # the server ignored the Range header: start over
                 elif have and not r.headers.get('Content-Range', '').startswith(f'bytes {have}-'):
                     os.remove(part)
-                    raise DataError(f'{url} resumed at the wrong offset; the partial file was deleted, '
-                                    f'run again')
+                    raise DataError(f'{url} resumed at the wrong offset; the partial file was deleted, run again')
                 sha256 = sha256 or _published_sha256(r)
                 length = r.headers.get('Content-Length')
                 total = have + int(length) if length and length.isdigit() else size
@@ -142,8 +172,7 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
                         tqdm(total=total, initial=have, unit='B', unit_scale=True, unit_divisor=1024,
                              desc=os.path.basename(path), disable=quiet) as bar:
                     for block in r.iter_content(1 << 20):
-                        f.write(block)
-                        bar.update(len(block))
+                        bar.update(f.write(block))
                 if total and os.path.getsize(part) < total:
                     raise DataError(f'download of {url} stopped at {os.path.getsize(part)} of {total} bytes; '
                                     f'run the same command again to resume. {offline}')
@@ -154,53 +183,17 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
                         f'(rerunning resumes a partial download)') from None
     got = os.path.getsize(part)
     if size is not None and got != size:
-        os.remove(part)
-        raise DataError(f'{url} gave {got} bytes, expected {size}; the file was deleted, run again '
-                        f'to download it afresh. {offline}')
-    if sha256 is not None:
-        digest = _sha256_file(part)
-        if digest != sha256:
-            os.remove(part)
-            raise DataError(f'sha256 mismatch for {url}: expected {sha256}, got {digest}; the file was '
-                            f'deleted, run again to download it afresh. {offline}')
-    os.replace(part, path)
-    return path
+        wrong = f'{url} gave {got} bytes, expected {size}'
+    elif sha256 is not None and (digest := _sha256_file(part)) != sha256:
+        wrong = f'sha256 mismatch for {url}: expected {sha256}, got {digest}'
+    else:
+        os.replace(part, path)
+        return path
+    os.remove(part)
+    raise DataError(f'{wrong}; the file was deleted, run again to download it afresh. {offline}')
 
 
-TOKENIZERS = ('gpt2', 'byte', 'char')
-ROW_SEP = 256  # the byte tokenizer's row separator
-SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare'
-# source -> default tokenizer, base URL, files. --url / PREPARE_DATA_URL replace the base URL.
-SOURCES = {
-    'shakespeare_char': ('char', SHAKESPEARE_URL, ['input.txt']),
-    'shakespeare': ('gpt2', SHAKESPEARE_URL, ['input.txt']),
-    # the original S3 bucket (research.metamind.io) is gone; this is Stephen Merity's own mirror
-    'wikitext103': ('gpt2', 'https://wikitext.smerity.com', ['wikitext-103-raw-v1.zip']),
-    'enwik8': ('byte', 'http://mattmahoney.net/dc', ['enwik8.zip']),
-    'tinystories': ('gpt2', 'https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main',
-                    ['TinyStoriesV2-GPT4-train.txt', 'TinyStoriesV2-GPT4-valid.txt']),
-    'fineweb_edu': ('gpt2', 'https://huggingface.co/datasets/karpathy/fineweb-edu-100b-shuffle/resolve/main',
-                    None),  # shard_00000.parquet ... (--shards) + the val shard
-    **{name: ('char', None, []) for name in DATASETS},   # battery.py's, made offline
-}
-FINEWEB_VAL_SHARD = 1822  # the last shard, nanochat's validation shard
-# checksums: char-rnn publishes none for tiny shakespeare's input.txt; this is the sha256 that
-# projects pinning the file (TensorFlow Datasets among them) agree on. WikiText-103's is the one
-# HuggingFace datasets recorded for this zip.
-SHA256 = {
-    'input.txt': '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed',
-    'wikitext-103-raw-v1.zip': '91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794',
-}
-# no checksum is published for enwik8.zip, only its size
-SIZES = {'input.txt': 1115394, 'wikitext-103-raw-v1.zip': 191984949, 'enwik8.zip': 36445475}
-ENWIK8_BYTES = 10**8
-# the causal workspace paper trains on the first 250M bytes of TinyStories (its --max-train-tokens)
-TRAIN_CAPS = {('tinystories', 'byte'): 250_000_000}
-
-
-# -----------------------------------------------------------------------------
-# tokenizers
-
+# ----------------------------------------------------------------------------- tokenizers
 def _base_gpt2():
     return tiktoken.get_encoding('gpt2')  # the tests replace this with a small local Encoding
 
@@ -229,28 +222,21 @@ def get_tokenizer(meta):
     characters outside the vocabulary; decode shows ids outside the vocabulary as U+FFFD (the
     char battery's MASK as its mask_token); byte decode drops the row separators."""
     if isinstance(meta, (str, os.PathLike)):
-        path = os.path.join(meta, 'meta.json') if os.path.isdir(meta) else meta
-        with open(path) as f:
+        with open(os.path.join(meta, 'meta.json') if os.path.isdir(meta) else meta) as f:
             meta = json.load(f)
     kind = meta['tokenizer']
     if kind == 'gpt2':
         enc = gpt2_encoding(meta.get('bpe_vocab'))
 
-        def decode(ids):
-            out, run = [], []
-            for i in ids:
-                if 0 <= i < enc.n_vocab:
-                    run.append(int(i))
-                else:
-                    out += [enc.decode(run), '\ufffd']
-                    run = []
-            return ''.join(out) + enc.decode(run)
+        def decode(ids):   # runs of known ids, U+FFFD for each other
+            runs = itertools.groupby(ids, lambda i: 0 <= i < enc.n_vocab)
+            return ''.join(enc.decode([int(i) for i in run]) if ok else '\ufffd' * len(list(run)) for ok, run in runs)
         return (lambda s: enc.encode(s, allowed_special='all')), decode
     if kind == 'byte':
         return (lambda s: list(s.encode('utf-8'))), \
                (lambda ids: bytes(int(i) for i in ids if 0 <= i < 256).decode('utf-8', errors='replace'))
     if kind != 'char':
-        raise ValueError(f"unknown tokenizer {kind!r} in meta.json (expected one of {TOKENIZERS})")
+        raise ValueError(f"unknown tokenizer {kind!r} in meta.json (expected one of {', '.join(TOKENIZERS)})")
     itos = meta['itos']
     itos = [itos[str(i)] if isinstance(itos, dict) else itos[i] for i in range(len(itos))]
     stoi = {c: i for i, c in enumerate(itos)}
@@ -269,18 +255,7 @@ def get_tokenizer(meta):
     return encode, decode
 
 
-def _file_urls(base, files):
-    """base + '/' + file, or base itself when it is the full URL of a one-file source."""
-    base = base.rstrip('/')
-    last = urlparse(base).path.rsplit('/', 1)[-1]
-    if len(files) == 1 and os.path.splitext(last)[1] == os.path.splitext(files[0])[1]:
-        return [base]
-    return [f'{base}/{f}' for f in files]
-
-
-# -----------------------------------------------------------------------------
-# sources -> splits. A split is a stream of pieces (str or bytes, or documents for 'docs').
-
+# ----------------------------------------------------------------------------- sources -> splits
 @dataclass
 class Split:
     pieces: Callable        # () -> iterator of str / bytes pieces; called once per pass
@@ -294,15 +269,25 @@ def _file_pieces(path, start=0, end=None, size=1 << 20):
     end = os.path.getsize(path) if end is None else end
     with open(path, 'rb') as f:
         f.seek(start)
-        while start < end:
-            block = f.read(min(size, end - start))
-            if not block:
-                return
+        while start < end and (block := f.read(min(size, end - start))):
             start += len(block)
             yield block
 
 
-def _text_splits(paths, val_frac, **kw):
+def _text_pieces(path, member=None):
+    """A text file, or the member of the zip at path, in str pieces (newlines as Python reads text)."""
+    with zipfile.ZipFile(path) if member else open(path, 'rb') as z:
+        f = io.TextIOWrapper(z.open(member) if member else z, encoding='utf-8')
+        yield from iter(lambda: f.read(1 << 20), '')
+
+
+def _member(path, filename):
+    """The name in the zip at path whose last part is filename (None: none)."""
+    with zipfile.ZipFile(path) as z:
+        return next((m for m in z.namelist() if m.rsplit('/', 1)[-1] == filename), None)
+
+
+def text_file(paths, val_frac, kind='text', special=False):
     """A local text file: the first 1 - val_frac of it train, the rest val (nanoGPT's split;
     for rows, the cut moves to the next row)."""
     path = paths[0]
@@ -314,63 +299,42 @@ def _text_splits(paths, val_frac, **kw):
     cut = int(n * (1 - val_frac))
     with open(path, 'rb') as f:  # move the cut to the start of a UTF-8 character (or row)
         f.seek(cut)
-        if kw.get('kind') == 'rows':
+        if kind == 'rows':
             cut += len(f.readline())
         else:
             while cut < n and (f.read(1)[0] & 0xC0) == 0x80:
                 cut += 1
-    return ({'train': Split(lambda: _file_pieces(path, 0, cut), **kw),
-             'val': Split(lambda: _file_pieces(path, cut, n), **kw)},
+    return ({'train': Split(lambda: _file_pieces(path, 0, cut), kind, special),
+             'val': Split(lambda: _file_pieces(path, cut, n), kind, special)},
             f'first {1 - val_frac:.0%} of {os.path.basename(path)} train, the rest val')
 
 
-def _line_pieces(f, size=1 << 20):
-    buf, n = [], 0
-    for line in f:
-        buf.append(line)
-        n += len(line)
-        if n >= size:
-            yield ''.join(buf)
-            buf, n = [], 0
-    if buf:
-        yield ''.join(buf)
+WIKITEXT_FILES = {'train': 'wiki.train.raw', 'val': 'wiki.valid.raw', 'test': 'wiki.test.raw'}
 
 
-def _zip_lines(path, member):
-    with zipfile.ZipFile(path) as z, z.open(member) as f:
-        yield from _line_pieces(io.TextIOWrapper(f, encoding='utf-8'))
-
-
-def _file_lines(path):
-    with open(path, encoding='utf-8') as f:
-        yield from _line_pieces(f)
-
-
-def _wikitext_splits(paths, val_frac):
-    path, files = paths[0], {'train': 'wiki.train.raw', 'val': 'wiki.valid.raw', 'test': 'wiki.test.raw'}
-    desc = 'the official wiki.train/valid/test.raw files'
+def wikitext103(paths, val_frac):
+    path = paths[0]
     if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as z:
-            names = z.namelist()
-        members = {s: next((m for m in names if m.rsplit('/', 1)[-1] == f), None) for s, f in files.items()}
-        if None in members.values():
-            raise DataError(f'{path} does not hold {", ".join(files.values())}')
-        return {s: Split(lambda m=m: _zip_lines(path, m), kind='rows') for s, m in members.items()}, desc
-    if os.path.isdir(path):
-        found = {s: os.path.join(path, f) for s, f in files.items()}
-        if not all(map(os.path.exists, found.values())):
-            raise DataError(f'{path} does not hold {", ".join(files.values())}')
-        return {s: Split(lambda p=p: _file_lines(p), kind='rows') for s, p in found.items()}, desc
-    return _text_splits(paths, val_frac, kind='rows')
+        found = {s: (path, _member(path, f)) for s, f in WIKITEXT_FILES.items()}
+        whole = all(m for _, m in found.values())
+    elif os.path.isdir(path):
+        found = {s: (os.path.join(path, f), None) for s, f in WIKITEXT_FILES.items()}
+        whole = all(os.path.exists(p) for p, _ in found.values())
+    else:
+        return text_file(paths, val_frac, kind='rows')
+    if not whole:
+        raise DataError(f'{path} does not hold {", ".join(WIKITEXT_FILES.values())}')
+    return ({s: Split(lambda pm=pm: _text_pieces(*pm), kind='rows') for s, pm in found.items()},
+            'the official wiki.train/valid/test.raw files')
 
 
-def _enwik8_splits(paths, val_frac):
+def enwik8(paths, val_frac):
     path = paths[0]
     if os.path.isdir(path):
         raise DataError(f'--input {path} is a folder; enwik8 takes enwik8.zip or the enwik8 file')
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as z:
-            data = z.read(next((m for m in z.namelist() if m.rsplit('/', 1)[-1] == 'enwik8'), z.namelist()[0]))
+            data = z.read(_member(path, 'enwik8') or z.namelist()[0])
     else:
         with open(path, 'rb') as f:
             data = f.read()
@@ -384,14 +348,17 @@ def _enwik8_splits(paths, val_frac):
             f'first {a:,} bytes train, next {b - a:,} val, last {n - b:,} test')
 
 
-def _tinystories_splits(paths, val_frac):
-    if len(paths) == 1 and os.path.isdir(paths[0]):
-        found = [os.path.join(paths[0], f) for f in SOURCES['tinystories'][2]]
-        if not all(map(os.path.exists, found)):
-            raise DataError(f'{paths[0]} does not hold {" and ".join(SOURCES["tinystories"][2])}')
-        paths = found
+TINYSTORIES_FILES = ['TinyStoriesV2-GPT4-train.txt', 'TinyStoriesV2-GPT4-valid.txt']
+
+
+def tinystories(paths, val_frac):
+    folder = paths[0]
+    if len(paths) == 1 and os.path.isdir(folder):
+        paths = [os.path.join(folder, f) for f in TINYSTORIES_FILES]
+        if not all(map(os.path.exists, paths)):
+            raise DataError(f'{folder} does not hold {" and ".join(TINYSTORIES_FILES)}')
     if len(paths) == 1:
-        return _text_splits(paths, val_frac, special=True)
+        return text_file(paths, val_frac, special=True)
     return ({s: Split(lambda p=p: _file_pieces(p), special=True) for s, p in zip(('train', 'val'), paths)},
             'the official train and valid files')
 
@@ -406,34 +373,44 @@ def _need_pyarrow():
 
 def _parquet_docs(paths, start=0, stop=None):
     import pyarrow.parquet as pq
-    i = 0
-    for p in paths:
-        for batch in pq.ParquetFile(p).iter_batches(columns=['text'], batch_size=1024):
-            for doc in batch.column(0).to_pylist():
-                if stop is not None and i >= stop:
-                    return
-                if i >= start:
-                    yield doc
-                i += 1
+    docs = (doc for p in paths for batch in pq.ParquetFile(p).iter_batches(columns=['text'], batch_size=1024)
+            for doc in batch.column(0).to_pylist())
+    return itertools.islice(docs, start, stop)
 
 
-def _fineweb_splits(paths, val_frac):
+def fineweb_edu(paths, val_frac):
     if len(paths) == 1 and os.path.isdir(paths[0]):
         paths = sorted(os.path.join(paths[0], f) for f in os.listdir(paths[0]) if f.endswith('.parquet'))
         if not paths:
             raise DataError('the --input folder holds no .parquet files')
     if not paths[0].endswith('.parquet'):
-        return _text_splits(paths, val_frac)
+        return text_file(paths, val_frac)
     _need_pyarrow()
     if len(paths) > 1:  # the last shard is val
-        return ({'train': Split(lambda: _parquet_docs(paths[:-1]), kind='docs'),
-                 'val': Split(lambda: _parquet_docs(paths[-1:]), kind='docs')},
+        return ({'train': Split(lambda: _parquet_docs(paths[:-1]), 'docs'),
+                 'val': Split(lambda: _parquet_docs(paths[-1:]), 'docs')},
                 f'{len(paths) - 1} parquet shard(s) train, {os.path.basename(paths[-1])} val')
     import pyarrow.parquet as pq
     cut = int(pq.ParquetFile(paths[0]).metadata.num_rows * (1 - val_frac))
-    return ({'train': Split(lambda: _parquet_docs(paths, 0, cut), kind='docs'),
-             'val': Split(lambda: _parquet_docs(paths, cut), kind='docs')},
-            f'first {cut:,} documents train, the rest val')
+    return ({'train': Split(lambda: _parquet_docs(paths, 0, cut), 'docs'),
+             'val': Split(lambda: _parquet_docs(paths, cut), 'docs')}, f'first {cut:,} documents train, the rest val')
+
+
+SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare'
+HF = 'https://huggingface.co/datasets'
+# NAME -> (default tokenizer, base URL (--url / PREPARE_DATA_URL replace it), files, reader: the
+# downloaded files or --input -> ({split: Split}, how it was split)); battery.py's are made offline
+SOURCES = {
+    'shakespeare_char': ('char', SHAKESPEARE_URL, ['input.txt'], text_file),
+    'shakespeare': ('gpt2', SHAKESPEARE_URL, ['input.txt'], text_file),
+    # the original S3 bucket (research.metamind.io) is gone; this is Stephen Merity's own mirror
+    'wikitext103': ('gpt2', 'https://wikitext.smerity.com', ['wikitext-103-raw-v1.zip'], wikitext103),
+    'enwik8': ('byte', 'http://mattmahoney.net/dc', ['enwik8.zip'], enwik8),
+    'tinystories': ('gpt2', f'{HF}/roneneldan/TinyStories/resolve/main', TINYSTORIES_FILES, tinystories),
+    # shard_00000.parquet ... (--shards) + the val shard
+    'fineweb_edu': ('gpt2', f'{HF}/karpathy/fineweb-edu-100b-shuffle/resolve/main', None, fineweb_edu),
+    **{name: ('char', None, [], None) for name in DATASETS},
+}
 
 
 def _texts(split):
@@ -451,11 +428,16 @@ def _texts(split):
                         f'--tokenizer byte reads any bytes') from None
 
 
-# -----------------------------------------------------------------------------
-# encoding: each yields np.uint16 arrays
-
+# ----------------------------------------------------------------------------- encoding: np.uint16 arrays
 def _u16(b):
     return np.frombuffer(b, dtype=np.uint8).astype(np.uint16)
+
+
+def _byte_rows(lines):
+    # rows as the HuggingFace WikiText rows (a line with its '\n'); ROW_SEP after each nonempty one
+    rows = [line.encode('utf-8') for line in lines if line.strip()]
+    ends = np.cumsum([len(r) for r in rows], dtype=np.int64)
+    return np.insert(_u16(b''.join(rows)), ends, ROW_SEP).astype(np.uint16)
 
 
 def _encode_byte(split):
@@ -465,21 +447,12 @@ def _encode_byte(split):
     elif split.kind == 'rows':
         carry = ''
         for t in _texts(split):
-            t = carry + t
-            k = t.rfind('\n') + 1
-            carry, t = t[k:], t[:k]
-            yield _byte_rows([line + '\n' for line in t.split('\n')[:-1]])
+            *rows, carry = (carry + t).split('\n')
+            yield _byte_rows([row + '\n' for row in rows])
         yield _byte_rows([carry])  # a last row without its newline
     else:
         for piece in split.pieces():
             yield _u16(piece if isinstance(piece, bytes) else piece.encode('utf-8'))
-
-
-def _byte_rows(lines):
-    # rows as the HuggingFace WikiText rows (a line with its '\n'); ROW_SEP after each nonempty one
-    rows = [line.encode('utf-8') for line in lines if line.strip()]
-    ends = np.cumsum([len(r) for r in rows], dtype=np.int64)
-    return np.insert(_u16(b''.join(rows)), ends, ROW_SEP).astype(np.uint16)
 
 
 def _char_ids(text, codes):
@@ -494,13 +467,11 @@ def _cut(buf, at):
     """A position <= at where GPT-2's pre-tokenizer always has a boundary: an ASCII printable
     character followed by a space or newline (no pattern crosses it, none looks behind)."""
     i = at
-    while True:
-        j = max(buf.rfind(' ', 0, i), buf.rfind('\n', 0, i))
-        if j <= 0:
-            return None
+    while (j := max(buf.rfind(' ', 0, i), buf.rfind('\n', 0, i))) > 0:
         if '!' <= buf[j - 1] <= '~':
             return j
         i = j
+    return None
 
 
 def _bpe_chunks(texts, size=1 << 20):
@@ -509,10 +480,7 @@ def _bpe_chunks(texts, size=1 << 20):
     buf = ''
     for t in texts:
         buf += t
-        while len(buf) >= 2 * size:
-            j = _cut(buf, size)
-            if j is None:
-                break
+        while len(buf) >= 2 * size and (j := _cut(buf, size)) is not None:
             yield buf[:j]
             buf = buf[j:]
     if buf:
@@ -541,29 +509,43 @@ def _encode_gpt2(split, enc):
             yield np.array(ids, dtype=np.uint16)
 
 
-# -----------------------------------------------------------------------------
-# prepare
+def _encoder(tokenizer, enc, splits, meta):
+    """split -> iterator of uint16 arrays, and the tokenizer's entries in meta."""
+    if tokenizer == 'gpt2':
+        meta.update(vocab_size=enc.n_vocab, eot_id=enc.eot_token)
+        return lambda split: _encode_gpt2(split, enc)
+    if tokenizer == 'byte':
+        meta.update(vocab_size=257, row_separator=ROW_SEP)
+        return _encode_byte
+    if meta['name'] in DATASETS:
+        itos = SYNTH_CHARS
+    else:
+        itos = sorted(set().union(*(set(t) for split in splits.values() for t in _texts(split))))
+    if len(itos) >= 65536:
+        raise DataError(f'the text has {len(itos)} distinct characters, too many for uint16 ids')
+    codes = np.array([ord(c) for c in itos], dtype=np.uint32)
+    meta.update(vocab_size=len(itos), itos=itos, stoi={c: i for i, c in enumerate(itos)})
+    return lambda split: (_char_ids(t, codes) for t in _texts(split))
 
+
+# ----------------------------------------------------------------------------- prepare
 def dataset_dirname(name, tokenizer=None, vocab=None):
     """data/<this>: NAME with the source's default tokenizer (and always for a custom NAME),
     else NAME_<tokenizer>, NAME_gpt2_<vocab> with --vocab."""
-    if name not in SOURCES:
-        return name
-    default = SOURCES[name][0]
+    default = SOURCES[name][0] if name in SOURCES else None
     tokenizer = tokenizer or default
-    if tokenizer == default and vocab is None:
+    if default is None or tokenizer == default and vocab is None:
         return name
     return f'{name}_{tokenizer}' + (f'_{vocab}' if vocab is not None else '')
 
 
 def prepare_command(dirname):
     """The command that makes data/<dirname>: dataset_dirname() read backwards."""
-    for name, (default, _, _) in SOURCES.items():
+    for name, (default, *_) in SOURCES.items():
         for tok in TOKENIZERS:
             if dirname == dataset_dirname(name, tok):
                 return f'python prepare_data.py {name}' + (f' --tokenizer {tok}' if tok != default else '')
-        m = re.fullmatch(re.escape(name) + r'_gpt2_(\d+)', dirname)
-        if m:
+        if m := re.fullmatch(re.escape(name) + r'_gpt2_(\d+)', dirname):
             return f'python prepare_data.py {name} --tokenizer gpt2 --vocab {m.group(1)}'
     return f'python prepare_data.py {dirname} --input FILE'
 
@@ -572,108 +554,80 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
             n_train=100_000, n_val=6_000, shards=1, val_frac=0.1, quiet=False, max_train_tokens=None):
     """Write out_dir/<dataset_dirname(...)>/{train,val[,test]}.bin + meta.json; return the folder.
     max_train_tokens: train.bin keeps the first N tokens; None: TRAIN_CAPS' cap, 0: no cap."""
-    if name not in SOURCES and input is None:
-        raise DataError(f'unknown dataset {name!r}: one of {", ".join(SOURCES)}, or any name with '
-                        f'--input FILE (a local text file)')
-    if not re.fullmatch(r'[A-Za-z0-9_.-]+', name) or name.startswith('.'):
-        raise DataError(f'dataset name {name!r} must be a plain folder name (letters, digits, _ . -)')
+    check_name(name)
+    tokenizer = tokenizer or (SOURCES[name][0] if name in SOURCES else 'char')
     made = prepare_command(name)
-    if name not in SOURCES and not made.endswith('--input FILE'):   # NAME_byte made as char would lie
-        raise DataError(f'{name!r} is the folder that {made} writes; run that (with --input FILE to read a local copy)')
-    default = SOURCES[name][0] if name in SOURCES else 'char'
-    tokenizer = tokenizer or default
-    if tokenizer not in TOKENIZERS:
-        raise DataError(f'unknown tokenizer {tokenizer!r}: one of {", ".join(TOKENIZERS)}')
-    if vocab is not None and tokenizer != 'gpt2':
-        raise DataError('--vocab restricts the gpt2 tokenizer; use it with --tokenizer gpt2')
-    if name in DATASETS and input is not None:
-        raise DataError(f'{name} is generated offline; --input does not apply to it')
-    if not 0 < val_frac < 1:
-        raise DataError(f'--val_frac must be between 0 and 1, got {val_frac}')
-    if max_train_tokens is not None and max_train_tokens < 0:
-        raise DataError(f'--max_train_tokens must be >= 0 (0: no cap), got {max_train_tokens}')
+    for wrong, msg in [
+            (name not in SOURCES and input is None, f'unknown dataset {name!r}: one of {", ".join(SOURCES)}, '
+                                                    f'or any name with --input FILE (a local text file)'),
+            (name not in SOURCES and not made.endswith('--input FILE'),   # NAME_byte made as char would lie
+             f'{name!r} is the folder that {made} writes; run that (with --input FILE to read a local copy)'),
+            (tokenizer not in TOKENIZERS, f'unknown tokenizer {tokenizer!r}: one of {", ".join(TOKENIZERS)}'),
+            (vocab is not None and tokenizer != 'gpt2', '--vocab restricts the gpt2 tokenizer; use it with --tokenizer gpt2'),
+            (name in DATASETS and input is not None, f'{name} is generated offline; --input does not apply to it'),
+            (name in DATASETS and min(n_train, n_val) < 1, '--n_train and --n_val must be positive'),
+            (not 0 < val_frac < 1, f'--val_frac must be between 0 and 1, got {val_frac}'),
+            (input is not None and not os.path.exists(input), f'--input {input}: no such file or folder'),
+            (max_train_tokens is not None and max_train_tokens < 0,
+             f'--max_train_tokens must be >= 0 (0: no cap), got {max_train_tokens}')]:
+        if wrong:
+            raise DataError(msg)
     cap = TRAIN_CAPS.get((name, tokenizer)) if max_train_tokens is None else max_train_tokens or None
     enc = None
     if tokenizer == 'gpt2':  # load the BPE before any download: fail early offline
-        if vocab == gpt2_encoding().n_vocab:
-            vocab = None
+        vocab = None if vocab == gpt2_encoding().n_vocab else vocab
         enc = gpt2_encoding(vocab)
     dest = os.path.join(out_dir, dataset_dirname(name, tokenizer, vocab))
     _check_owned(dest)
     meta = {'name': name, 'tokenizer': tokenizer, **({'bpe_vocab': vocab} if vocab is not None else {}),
             **({'train_cap': cap} if cap else {})}
-
     if name in DATASETS:
-        if n_train < 1 or n_val < 1:
-            raise DataError('--n_train and --n_val must be positive')
-        try:
-            examples = synthetic_split(seed, n_train, n_val, DATASETS[name])
-        except ValueError as e:
-            raise DataError(str(e)) from None
-        splits = {}   # written example by example below
-        meta.update(source='synthetic skill battery (battery.synthetic_split)', tasks=list(DATASETS[name]),
-                    seed=seed, val_seed=seed + VAL_SEED_OFFSET, n_train=n_train, n_val=n_val,
-                    split='train: seed; val: seed + VAL_SEED_OFFSET, minus examples in train')
+        tokens, answers = _battery(name, tokenizer, enc, meta, seed, n_train, n_val)
     else:
-        readers = {'wikitext103': _wikitext_splits, 'enwik8': _enwik8_splits,
-                   'tinystories': _tinystories_splits, 'fineweb_edu': _fineweb_splits}
-        if input is not None:
-            if not os.path.exists(input):
-                raise DataError(f'--input {input}: no such file or folder')
-            paths, meta['source'] = [input], os.path.abspath(input)
-        else:
-            _, base, files = SOURCES[name]
-            if name == 'fineweb_edu':
-                _need_pyarrow()
-                if shards < 1:
-                    raise DataError('--shards must be at least 1')
-                files = [f'shard_{i:05d}.parquet' for i in [*range(shards), FINEWEB_VAL_SHARD]]
-            base = url or os.environ.get('PREPARE_DATA_URL') or base
-            urls = _file_urls(base, files)
-            # the offline hint repeats this command: its tokenizer, folder and shards
-            again = (prepare_command(dataset_dirname(name, tokenizer, vocab)).removeprefix('python prepare_data.py ')
-                     + (f' --shards {shards}' if shards != 1 else '') + (f' --out_dir {out_dir}' if out_dir != 'data' else ''))
-            paths = [download(u, os.path.join(out_dir, 'downloads', f), SHA256.get(f), SIZES.get(f),
-                              name=again, quiet=quiet) for u, f in zip(urls, files)]
-            meta['source'] = urls if len(urls) > 1 else urls[0]
-        splits, meta['split'] = readers.get(name, _text_splits)(paths, val_frac)
-
-    encode = _encoder(tokenizer, enc, splits, meta)
-    tokens, answers = {s: encode(split) for s, split in splits.items()}, {}
-    if name in DATASETS:   # example by example, with the answer spans beside: {split}_answers.bin
-        text_ids = get_tokenizer(meta)[0]
-        for s, ex in examples.items():
-            ids, answers[s] = synthetic_ids(ex, text_ids)
-            tokens[s] = [ids]
+        paths, meta['source'] = (([input], os.path.abspath(input)) if input is not None else
+                                 _download(name, tokenizer, vocab, out_dir, url, shards, quiet))
+        splits, meta['split'] = (SOURCES[name][3] if name in SOURCES else text_file)(paths, val_frac)
+        encode = _encoder(tokenizer, enc, splits, meta)
+        tokens, answers = {s: encode(split) for s, split in splits.items()}, {}
     _write(dest, tokens, answers, meta, quiet, cap)
     return dest
 
 
-def _encoder(tokenizer, enc, splits, meta):
-    """split -> iterator of uint16 arrays, and the tokenizer's entries in meta."""
-    if tokenizer == 'gpt2':
-        meta.update(vocab_size=enc.n_vocab, eot_id=enc.eot_token)
-        encode = lambda split: _encode_gpt2(split, enc)
-    elif tokenizer == 'byte':
-        meta.update(vocab_size=257, row_separator=ROW_SEP)
-        encode = _encode_byte
-    else:
-        if meta['name'] in DATASETS:
-            itos = SYNTH_CHARS
-        else:
-            itos = sorted(set().union(*(set(t) for split in splits.values() for t in _texts(split))))
-        if len(itos) >= 65536:
-            raise DataError(f'the text has {len(itos)} distinct characters, too many for uint16 ids')
-        codes = np.array([ord(c) for c in itos], dtype=np.uint32)
-        meta.update(vocab_size=len(itos), itos=itos, stoi={c: i for i, c in enumerate(itos)})
-        encode = lambda split: (_char_ids(t, codes) for t in _texts(split))
-    if meta['name'] in DATASETS:
-        meta['mask_id'] = meta['vocab_size']
-        if tokenizer == 'char':
-            meta['mask_token'] = SYNTH_MASK_TOKEN
-    return encode
+def _download(name, tokenizer, vocab, out_dir, url, shards, quiet):
+    """The source's files under out_dir/downloads (fetched once, checked), and their URL(s)."""
+    _, base, files, _ = SOURCES[name]
+    if name == 'fineweb_edu':
+        _need_pyarrow()
+        if shards < 1:
+            raise DataError('--shards must be at least 1')
+        files = [f'shard_{i:05d}.parquet' for i in [*range(shards), FINEWEB_VAL_SHARD]]
+    urls = _file_urls(url or os.environ.get('PREPARE_DATA_URL') or base, files)
+    # the offline hint repeats this command: its tokenizer, folder and shards
+    again = (prepare_command(dataset_dirname(name, tokenizer, vocab)).removeprefix('python prepare_data.py ')
+             + (f' --shards {shards}' if shards != 1 else '') + (f' --out_dir {out_dir}' if out_dir != 'data' else ''))
+    paths = [download(u, os.path.join(out_dir, 'downloads', f), SHA256.get(f), SIZES.get(f), name=again, quiet=quiet)
+             for u, f in zip(urls, files)]
+    return paths, urls if len(urls) > 1 else urls[0]
 
 
+def _battery(name, tokenizer, enc, meta, seed, n_train, n_val):
+    """battery.py's examples, one a line: {split: [ids]} and {split: answer marks}."""
+    try:
+        examples = synthetic_split(seed, n_train, n_val, DATASETS[name])
+    except ValueError as e:
+        raise DataError(str(e)) from None
+    meta.update(source='synthetic skill battery (battery.synthetic_split)', tasks=list(DATASETS[name]),
+                seed=seed, val_seed=seed + VAL_SEED_OFFSET, n_train=n_train, n_val=n_val,
+                split='train: seed; val: seed + VAL_SEED_OFFSET, minus examples in train')
+    _encoder(tokenizer, enc, {}, meta)
+    meta['mask_id'] = meta['vocab_size']
+    if tokenizer == 'char':
+        meta['mask_token'] = SYNTH_MASK_TOKEN
+    encoded = {s: synthetic_ids(ex, get_tokenizer(meta)[0]) for s, ex in examples.items()}
+    return {s: [ids] for s, (ids, _) in encoded.items()}, {s: marks for s, (_, marks) in encoded.items()}
+
+
+# ----------------------------------------------------------------------------- writing, whole or not at all
 OWN_FILE = re.compile(r'(train|val|test)(_answers)?\.bin|meta\.json|\.DS_Store')   # what _write puts there (and macOS)
 
 
@@ -695,7 +649,7 @@ def _alive(pid):
     except ProcessLookupError:
         return False
     except PermissionError:   # another user's process
-        return True
+        pass
     return True
 
 
@@ -704,32 +658,48 @@ def _remove_stale(parent, name, quiet):
     a lost node): .NAME.new<pid>@<host> is removed once that process is gone from this host; a
     .NAME.old<pid>@<host> is the previous dataset, put back when dest is missing (a kill between
     the two renames of the swap). Another host's folders are left: that host may be writing them."""
-    host = socket.gethostname()
+    host, dest = socket.gethostname(), os.path.join(parent, name)
     for entry in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
         m = re.fullmatch(rf'\.{re.escape(name)}\.(new|old)(\d+)(?:@(.+))?', entry)
-        path, dest = os.path.join(parent, entry), os.path.join(parent, name)
-        if not m or not os.path.isdir(path) or (m.group(3) or host) == host and _alive(int(m.group(2))):
+        path = os.path.join(parent, entry)
+        if not m or not os.path.isdir(path):
             continue
-        if (m.group(3) or host) != host:
-            print(f'note: {path} is the work of a prepare_data.py on {m.group(3)}; remove it if none runs there',
+        what, pid, where = m.group(1), m.group(2), m.group(3) or host
+        if where != host:
+            print(f'note: {path} is the work of a prepare_data.py on {where}; remove it if none runs there',
                   file=sys.stderr)
-        elif m.group(1) == 'old' and not os.path.exists(dest):
+        elif _alive(int(pid)):
+            continue
+        elif what == 'old' and not os.path.exists(dest):
             os.replace(path, dest)
-            print(f'note: put back {dest}, set aside by a prepare_data.py (pid {m.group(2)}) that was killed', file=sys.stderr)
+            print(f'note: put back {dest}, set aside by a prepare_data.py (pid {pid}) that was killed', file=sys.stderr)
         else:
             shutil.rmtree(path)
             if not quiet:
-                print(f'removed {path}, left by a prepare_data.py (pid {m.group(2)}) that was killed')
+                print(f'removed {path}, left by a prepare_data.py (pid {pid}) that was killed')
 
 
 def _write_file(path, write):
-    """write(f) into path; a failed write (a full disk) names the file."""
+    """write(f) into path, and what it returns; a failed write (a full disk) names the file."""
     try:
         with open(path, 'wb') as f:
-            write(f)
+            return write(f)
     except OSError as e:
         e.filename = e.filename or path
         raise
+
+
+def _write_ids(f, chunks, cap, bar):
+    """The uint16 arrays into f, up to cap tokens (None: all); how many."""
+    n = 0
+    for ids in chunks:
+        ids = ids[:cap - n] if cap else ids
+        f.write(np.ascontiguousarray(ids, dtype=np.uint16).data)   # tofile's errors lack errno
+        n += len(ids)
+        bar.update(len(ids))
+        if n == cap:
+            break
+    return n
 
 
 def _write(dest, tokens, answers, meta, quiet, cap=None):
@@ -745,23 +715,10 @@ def _write(dest, tokens, answers, meta, quiet, cap=None):
     new, old = os.path.join(parent, f'.{name}.new{tag}'), os.path.join(parent, f'.{name}.old{tag}')
     os.makedirs(new)
     try:
-        for s in ('train', 'val', 'test'):
-            if s not in tokens:
-                continue
-            n = 0
-
-            def write(f):
-                nonlocal n
-                with tqdm(desc=f'{name}/{s}.bin', unit='tok', unit_scale=True, disable=quiet) as bar:
-                    for ids in tokens[s]:
-                        if s == 'train' and cap:
-                            ids = ids[:cap - n]
-                        f.write(np.ascontiguousarray(ids, dtype=np.uint16).data)   # tofile's errors lack errno
-                        n += len(ids)
-                        bar.update(len(ids))
-                        if s == 'train' and n == cap:
-                            break
-            _write_file(os.path.join(new, f'{s}.bin'), write)
+        for s, chunks in tokens.items():
+            with tqdm(desc=f'{name}/{s}.bin', unit='tok', unit_scale=True, disable=quiet) as bar:
+                n = _write_file(os.path.join(new, f'{s}.bin'),
+                                lambda f: _write_ids(f, chunks, cap if s == 'train' else None, bar))
             if n < 2:
                 raise DataError(f'the {s} split has {n} tokens; the input is too small to split'
                                 + (f' ({dest} is unchanged)' if os.path.isdir(dest) else ''))
@@ -784,52 +741,10 @@ def _write(dest, tokens, answers, meta, quiet, cap=None):
     if os.path.isdir(old):
         shutil.rmtree(old)
     if not quiet:
-        counts = ', '.join(f'{s} {meta[s + "_tokens"]:,}' for s in ('train', 'val', 'test') if s + '_tokens' in meta)
+        counts = ', '.join(f'{s} {meta[s + "_tokens"]:,}' for s in tokens)
         print(f'wrote {dest}: {meta["tokenizer"]} tokenizer, vocab_size {meta["vocab_size"]}, tokens: {counts}')
 
 
-# -----------------------------------------------------------------------------
-# reading a prepared dataset: what train.py and the tools check before they read one (a mistake is
-# one line, a ConfigError)
-
-def prepare_hint(dataset):
-    """The command that makes data/<dataset>."""
-    return prepare_command(dataset)
-
-
-NANOGPT_VOCAB = 50304   # GPT-2's 50257 tokens padded to a multiple of 64, as nanoGPT's train.py pads them
-
-
-def read_meta(cfg):
-    """The dataset's meta (None when data/<dataset> holds no data): its meta.json, else one of
-    nanoGPT's layouts, named by meta['layout']: a meta.pkl (its char datasets: vocab_size, itos,
-    stoi) or no meta file beside train.bin (its GPT-2 BPE datasets, vocab 50304)."""
-    folder = os.path.join(cfg['data_dir'], cfg['dataset'])
-    path = os.path.join(folder, 'meta.json')
-    if os.path.isfile(path):
-        try:
-            meta = json.load(open(path, encoding='utf-8'))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path} is not valid JSON ({e}): re-run {prepare_hint(cfg['dataset'])}")
-    elif os.path.isfile(os.path.join(folder, 'meta.pkl')):
-        path = os.path.join(folder, 'meta.pkl')
-        meta = read_meta_pkl(path)
-    elif os.path.isfile(os.path.join(folder, 'train.bin')):
-        return {'tokenizer': 'gpt2', 'vocab_size': NANOGPT_VOCAB,
-                'layout': f"nanoGPT's, no meta file: the GPT-2 tokenizer, vocab {NANOGPT_VOCAB}"}
-    else:
-        return None
-    if not isinstance(meta, dict) or not isinstance(meta.get('vocab_size'), int) or meta['vocab_size'] <= 0:
-        raise ConfigError(f"{path} lacks a positive integer vocab_size: re-run {prepare_hint(cfg['dataset'])}")
-    problem = tokenizer_problem(meta)
-    if problem:
-        raise ConfigError(f"{path} {problem}: re-run {prepare_hint(cfg['dataset'])}")
-    return meta
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """nanoGPT's meta.pkl is a dict of ints and strings: no class is ever needed, so none is loaded
-    (unpickling a class can run any code)."""
     def find_class(self, module, name):
         raise pickle.UnpicklingError(f"it names {module}.{name}")
 
