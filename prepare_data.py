@@ -745,6 +745,48 @@ def _write(dest, tokens, answers, meta, quiet, cap=None):
         print(f'wrote {dest}: {meta["tokenizer"]} tokenizer, vocab_size {meta["vocab_size"]}, tokens: {counts}')
 
 
+# -----------------------------------------------------------------------------
+# reading a prepared dataset: what train.py and the tools check before they read one (a mistake is
+# one line, a ConfigError)
+
+def prepare_hint(dataset):
+    """The command that makes data/<dataset>."""
+    return prepare_command(dataset)
+
+
+NANOGPT_VOCAB = 50304   # GPT-2's 50257 tokens padded to a multiple of 64, as nanoGPT's train.py pads them
+
+
+def read_meta(cfg):
+    """The dataset's meta (None when data/<dataset> holds no data): its meta.json, else one of
+    nanoGPT's layouts, named by meta['layout']: a meta.pkl (its char datasets: vocab_size, itos,
+    stoi) or no meta file beside train.bin (its GPT-2 BPE datasets, vocab 50304)."""
+    folder = os.path.join(cfg['data_dir'], cfg['dataset'])
+    path = os.path.join(folder, 'meta.json')
+    if os.path.isfile(path):
+        try:
+            meta = json.load(open(path, encoding='utf-8'))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path} is not valid JSON ({e}): re-run {prepare_hint(cfg['dataset'])}")
+    elif os.path.isfile(os.path.join(folder, 'meta.pkl')):
+        path = os.path.join(folder, 'meta.pkl')
+        meta = read_meta_pkl(path)
+    elif os.path.isfile(os.path.join(folder, 'train.bin')):
+        return {'tokenizer': 'gpt2', 'vocab_size': NANOGPT_VOCAB,
+                'layout': f"nanoGPT's, no meta file: the GPT-2 tokenizer, vocab {NANOGPT_VOCAB}"}
+    else:
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get('vocab_size'), int) or meta['vocab_size'] <= 0:
+        raise ConfigError(f"{path} lacks a positive integer vocab_size: re-run {prepare_hint(cfg['dataset'])}")
+    problem = tokenizer_problem(meta)
+    if problem:
+        raise ConfigError(f"{path} {problem}: re-run {prepare_hint(cfg['dataset'])}")
+    return meta
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """nanoGPT's meta.pkl is a dict of ints and strings: no class is ever needed, so none is loaded
+    (unpickling a class can run any code)."""
     def find_class(self, module, name):
         raise pickle.UnpicklingError(f"it names {module}.{name}")
 
