@@ -2,16 +2,10 @@
 The baselines the four papers measure against, on the same contract as the new models.
 
 GPT: GPT-2 (Radford et al. 2019) as nanoGPT writes it, learned positions, LayerNorm, GELU, biases,
-tied head (124,475,904 parameters at vocab 50304). Each paper's Transformer baseline is config keys:
-  pos      'learned' | 'rope' | 'alibi' (Press et al., arXiv 2108.12409) | 'none'
-  norm     'layer' | 'rms';  mlp 'gelu' | 'relu2' | 'swiglu';  qk_norm: parameter-free RMS of q, k
-  value_embeds  nanochat's: layer i of n has one iff i % 2 == (n - 1) % 2, v += 2 sigmoid(W x[:32]) ve
-  windows  per-layer sliding window w, query i sees keys i-w+1..i (0 = global attention)
-  n_loop   the stack applied n_loop times (Universal Transformer: n_layer=1, n_loop=6)
-  fused_qkv  one c_attn (nanoGPT) or c_q, c_k, c_v (nanochat: Muon orthogonalises each)
-  init     'gpt2' (nanoGPT) | 'scaled_zero' (Parcae's Table 18, as parcae.py)
-forward(idx, targets, causal=False) reads the same weights with full attention: a bidirectional,
-non-generative encoder (FON's Table 8 control).
+tied head (124,475,904 parameters at vocab 50304). Each paper's Transformer baseline is config keys
+on top of it; GPTConfig groups them under the paper that needs them, and with none set forward is
+nanoGPT's. forward(idx, targets, causal=False) reads the same weights with full attention: a
+bidirectional, non-generative encoder (FON's Table 8 control).
 
 Mamba2: Mamba-2 (Dao & Gu, "Transformers are SSMs", arXiv 2405.21060), FON's recurrent baseline:
 the SSD layer by its exact chunked algorithm in plain PyTorch (its equations head the Mamba2 section below).
@@ -27,27 +21,32 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 @dataclass
 class GPTConfig:
+    # nanoGPT's seven: with only these set, the model is nanoGPT's GPT-2
     block_size: int = 1024
     vocab_size: int = 50304
-    n_positions: int = None    # rows of the learned position table; None: block_size
     n_layer: int = 12
     n_head: int = 12
     n_embd: int = 768
-    head_dim: int = None       # None: n_embd // n_head
-    d_ff: int = None           # None: 4 * n_embd
     dropout: float = 0.0
     bias: bool = True
-    pos: str = 'learned'
+    # shapes, to meet each paper's parameter counts (all four)
+    head_dim: int = None       # None: n_embd // n_head
+    d_ff: int = None           # None: 4 * n_embd
+    n_positions: int = None    # rows of the learned position table; None: block_size (FON's Table 2: 8192)
+    tie_weights: bool = True   # the workspace's baseline unties the head
+    # positions: rope in Parcae's baseline (nanochat), ALiBi (Press et al., arXiv 2108.12409) FON's control
+    pos: str = 'learned'       # 'learned' (nanoGPT) | 'rope' | 'alibi' | 'none'
     rope_base: float = 10000.0
-    norm: str = 'layer'
-    mlp: str = 'gelu'
-    qk_norm: bool = False
-    value_embeds: bool = False
-    windows: tuple = ()        # one window per layer (0 = global); an int applies to every layer
-    n_loop: int = 1
-    tie_weights: bool = True
-    fused_qkv: bool = True
-    init: str = 'gpt2'         # 'gpt2' | 'scaled_zero' (Parcae Table 18)
+    # Parcae's Transformer (nanochat: Tables 18-20; swiglu its RDM setup, Table 17)
+    norm: str = 'layer'        # 'layer' | 'rms'
+    mlp: str = 'gelu'          # 'gelu' | 'relu2' | 'swiglu'
+    qk_norm: bool = False      # parameter-free RMS norm of q and k
+    value_embeds: bool = False  # layer i of n has one iff i % 2 == (n - 1) % 2: v += 2 sigmoid(W x[:32]) ve
+    fused_qkv: bool = True     # one c_attn (nanoGPT) | False: c_q, c_k, c_v (Muon orthogonalises each)
+    init: str = 'gpt2'         # 'gpt2' (nanoGPT) | 'scaled_zero' (Parcae's Table 18, as parcae.py)
+    # TextNCA's SWin-TF and Universal Transformer; FON's looped Transformer
+    windows: tuple = ()        # per layer: query i sees keys i-w+1..i (0 = global); an int: every layer
+    n_loop: int = 1            # the stack applied n_loop times (Universal Transformer: n_layer=1, n_loop=6)
 
     def __post_init__(self):
         self.n_positions = self.n_positions or self.block_size
@@ -114,8 +113,7 @@ def local_attention_reference(q, k, v, w, slopes=None):
 
 
 def band_chunks(t, c):
-    """(B, H, n*c, ...) -> (B, H, n, 2c, ...): each chunk preceded by the previous one
-    (zeros before the first)."""
+    """(B, H, n*c, ...) -> (B, H, n, 2c, ...): each chunk preceded by the previous one (zeros first)."""
     B, H, L = t.shape[:3]
     t = t.view(B, H, L // c, c, *t.shape[3:])
     prev = torch.cat([torch.zeros_like(t[:, :, :1]), t[:, :, :-1]], dim=2)
@@ -187,8 +185,7 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, cfg, window, has_ve):
         super().__init__()
-        self.cfg, self.window = cfg, window
-        self.n_head, self.hd = cfg.n_head, cfg.head_dim
+        self.cfg, self.window, self.n_head, self.hd = cfg, window, cfg.n_head, cfg.head_dim
         inner = cfg.n_head * cfg.head_dim
         if cfg.fused_qkv:
             self.c_attn = nn.Linear(cfg.n_embd, 3 * inner, bias=cfg.bias)
@@ -208,60 +205,57 @@ class CausalSelfAttention(nn.Module):
         every query sees every key (a bidirectional encoder reading, FON's Table 8 control)."""
         B, T, C = x.shape
         if self.cfg.fused_qkv:
-            q, k, v = self.c_attn(x).split(self.n_head * self.hd, dim=2)
+            q, k, v = self.c_attn(x).split(self.n_head * self.hd, dim=2)    # (B, T, H hd) each
         else:
             q, k, v = self.c_q(x), self.c_k(x), self.c_v(x)
-        q = q.view(B, T, self.n_head, self.hd).transpose(1, 2)
-        k = k.view(B, T, self.n_head, self.hd).transpose(1, 2)
-        v = v.view(B, T, self.n_head, self.hd)
+        q = q.view(B, T, self.n_head, self.hd).transpose(1, 2)               # (B, H, T, hd)
+        k = k.view(B, T, self.n_head, self.hd).transpose(1, 2)               # (B, H, T, hd)
+        v = v.view(B, T, self.n_head, self.hd)                               # (B, T, H, hd)
         if ve is not None:
             gate = 2 * torch.sigmoid(self.ve_gate(x[..., :32]))          # (B, T, H), in (0, 2)
             v = v + gate.unsqueeze(-1) * ve.view(B, T, self.n_head, self.hd)
-        v = v.transpose(1, 2)
+        v = v.transpose(1, 2)                                                # (B, H, T, hd)
         if self.cfg.pos == 'rope':
             cos, sin = rope_tables(T, self.hd, self.cfg.rope_base, x.device, offset=pos0)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.cfg.qk_norm:
             q, k = F.rms_norm(q, (self.hd,)), F.rms_norm(k, (self.hd,))
-        slopes = self.slopes if self.cfg.pos == 'alibi' else None
         p = self.cfg.dropout if self.training else 0.0
-        if cache is not None:
-            y = self.attend_cached(q, k, v, pos0, cache, slopes)
-        elif not causal:
-            if self.window:
-                raise ValueError("causal=False needs global attention layers (windows are causal)")
-            bias = None
-            if slopes is not None:   # ALiBi by distance either way
-                dist = torch.arange(T, device=x.device)[:, None] - torch.arange(T, device=x.device)[None, :]
-                bias = (-slopes[:, None, None] * dist.abs()).to(q.dtype)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
-        elif 0 < self.window < T:
-            y = local_attention(q, k, v, self.window, slopes, p)
-        elif slopes is not None:
-            dist = torch.arange(T, device=x.device)[:, None] - torch.arange(T, device=x.device)[None, :]
-            bias = (-slopes[:, None, None] * dist).masked_fill(dist < 0, float('-inf')).to(q.dtype)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)
-        y = y.transpose(1, 2).contiguous().view(B, T, self.n_head * self.hd)
-        return self.resid_dropout(self.c_proj(y))
+        if cache is None and causal and self.cfg.pos != 'alibi' and not 0 < self.window < T:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)   # nanoGPT's
+        else:   # decoding, full attention (FON's Table 8), a window (TextNCA), ALiBi (FON)
+            y = self.attend_masked(q, k, v, pos0, cache, causal, p)
+        y = y.transpose(1, 2).contiguous().view(B, T, self.n_head * self.hd)   # (B, T, H hd)
+        return self.resid_dropout(self.c_proj(y))                            # (B, T, C)
 
-    def attend_cached(self, q, k, v, pos0, cache, slopes):
-        if 'k' in cache:
-            k, v = torch.cat([cache['k'], k], dim=2), torch.cat([cache['v'], v], dim=2)
-        if self.window > 0:  # a windowed layer keeps only the w most recent keys
-            k, v = k[:, :, -self.window:], v[:, :, -self.window:]
-        cache['k'], cache['v'] = k, v
-        T, S = q.shape[2], k.shape[2]
-        if T == 1 and slopes is None:  # one query sees every key kept (a window's cache holds w): no mask, so flash can run
-            return F.scaled_dot_product_attention(q, k, v)
-        qpos = pos0 + torch.arange(T, device=q.device)[:, None]
-        kpos = pos0 + T - S + torch.arange(S, device=q.device)[None, :]
-        dist = qpos - kpos
+    def attend_masked(self, q, k, v, pos0, cache, causal, p):
+        """q, k, v (B, H, T, hd) attended other than nanoGPT's way: from a KV cache, full, in a window, ALiBi."""
+        T, slopes = q.shape[2], self.slopes if self.cfg.pos == 'alibi' else None
+        if cache is not None:
+            if 'k' in cache:
+                k, v = torch.cat([cache['k'], k], dim=2), torch.cat([cache['v'], v], dim=2)  # (B, H, S, hd)
+            if self.window > 0:  # a windowed layer keeps only the w most recent keys
+                k, v = k[:, :, -self.window:], v[:, :, -self.window:]
+            cache['k'], cache['v'] = k, v
+            p = 0.0   # decoding: no dropout
+            if T == 1 and slopes is None:  # one query, every kept key visible: no mask, so flash can run
+                return F.scaled_dot_product_attention(q, k, v)
+        elif causal and 0 < self.window < T:
+            return local_attention(q, k, v, self.window, slopes, p)
+        elif not causal and self.window:
+            raise ValueError("causal=False needs global attention layers (windows are causal)")
+        elif not causal and slopes is None:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+        S = k.shape[2]
+        qpos, kpos = pos0 + torch.arange(T, device=q.device)[:, None], pos0 + T - S + torch.arange(S, device=q.device)
+        dist = qpos - kpos[None, :]                                          # (T, S)
+        if not causal:   # ALiBi by distance either way
+            bias = (-slopes[:, None, None] * dist.abs()).to(q.dtype)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
         allowed = (dist >= 0) & ((dist < self.window) if self.window > 0 else True)
         bias = torch.zeros(dist.shape, device=q.device) if slopes is None else -slopes[:, None, None] * dist
         bias = bias.masked_fill(~allowed, float('-inf')).to(q.dtype)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
 
 
 class MLP(nn.Module):
@@ -276,14 +270,14 @@ class MLP(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x):
-        h = self.c_fc(x)
+        h = self.c_fc(x)                                                     # (B, T, d_ff)
         if self.kind == 'gelu':
             h = F.gelu(h)
         elif self.kind == 'relu2':
             h = F.relu(h).square()
         else:
             h = F.silu(self.c_gate(x)) * h
-        return self.dropout(self.c_proj(h))
+        return self.dropout(self.c_proj(h))                                  # (B, T, C)
 
 
 class Block(nn.Module):
@@ -344,12 +338,10 @@ class GPT(nn.Module):
                 nn.init.zeros_(block.attn.ve_gate.weight)
 
     def _init_weights(self, module):
-        if isinstance(module, nn.Linear):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
 
     def num_params(self):
         return sum(p.numel() for p in self.parameters())
@@ -374,11 +366,11 @@ class GPT(nn.Module):
 
     def _embed(self, idx, pos0):
         T = idx.shape[1]
-        x = self.transformer.wte(idx)
+        x = self.transformer.wte(idx)                                        # (B, T, C)
         if self.config.pos == 'learned':
             if pos0 + T > self.config.n_positions:
                 raise ValueError(f"sequence of length {pos0 + T} is longer than the {self.config.n_positions} learned positions")
-            x = x + self.transformer.wpe(torch.arange(pos0, pos0 + T, device=idx.device))
+            x = x + self.transformer.wpe(torch.arange(pos0, pos0 + T, device=idx.device))   # + (T, C)
         return self.transformer.drop(x)
 
     def _blocks(self, x, idx, pos0=0, caches=None, causal=True):
@@ -389,13 +381,12 @@ class GPT(nn.Module):
                 x = block(x, ves.get(i), pos0, cache, causal)
         return x
 
-    def _head(self, x):
-        return self.lm_head(self.transformer.ln_f(x))
-
     def forward(self, idx, targets=None, causal=True):
         """causal=False reads the sequence with full attention: a non-generative bidirectional
         encoder of the same weights (FON Table 8's 'Transformer (bidirectional)' control)."""
-        logits = self._head(self._blocks(self._embed(idx, 0), idx, causal=causal))
+        x = self._embed(idx, 0)                                              # (B, T, C)
+        x = self._blocks(x, idx, causal=causal)                              # (B, T, C)
+        logits = self.lm_head(self.transformer.ln_f(x))                      # (B, T, vocab)
         loss = None
         if targets is not None:
             flat, t = logits.float().view(-1, logits.size(-1)), targets.reshape(-1)
@@ -413,7 +404,7 @@ class GPT(nn.Module):
         idx = idx_t.view(-1, 1)
         x = self._blocks(self._embed(idx, state['pos']), idx, state['pos'], state['caches'])
         state['pos'] += 1
-        return self._head(x)[:, -1], state
+        return self.lm_head(self.transformer.ln_f(x))[:, -1], state
 
 
 # ----------------------------------------------------------------------------- Mamba2
@@ -484,8 +475,7 @@ class ChunkDiag(torch.autograd.Function):
     def backward(ctx, dy):
         L, M, X = ctx.saved_tensors
         dy = dy.contiguous()   # arrives permuted: once here, not once inside each matmul
-        dM = dy @ X.mT
-        dX = M.mT @ dy
+        dM, dX = dy @ X.mT, M.mT @ dy
         dCB = (dM * L).sum(-3, keepdim=True)
         E = dM.mul_(M)
         return E.sum(-1) - E.sum(-2), dCB, dX, None
@@ -606,12 +596,12 @@ class Mamba2Mixer(nn.Module):
         w, b = self.conv1d.weight.squeeze(1), self.conv1d.bias
         return CausalConv.apply(xBC, w.to(xBC.dtype), b.to(xBC.dtype))
 
-    def forward(self, u):
-        z, xBC, dt = self.split(self.in_proj(u))
-        x, B, C, dt, A = self.ssm_inputs(F.silu(self.conv(xBC)), dt)
+    def forward(self, u):   # u: (b, T, d)
+        z, xBC, dt = self.split(self.in_proj(u))                 # (b, T, d_inner), (b, T, conv_dim), (b, T, H)
+        x, B, C, dt, A = self.ssm_inputs(F.silu(self.conv(xBC)), dt)   # x (b, T, H, P), B, C (b, T, G, N)
         y = ssd_chunked((x * dt.unsqueeze(-1)).float(), (dt * A).float(), B.float(), C.float(), self.cfg.chunk_size)
-        y = (y + x * self.D[:, None]).to(u.dtype).flatten(-2)
-        return self.out_proj(self.norm(y * F.silu(z)))
+        y = (y + x * self.D[:, None]).to(u.dtype).flatten(-2)                # (b, T, d_inner)
+        return self.out_proj(self.norm(y * F.silu(z)))                       # (b, T, d)
 
     def step(self, u, conv_state, ssm_state):
         """One position: u (b, d); conv_state (b, conv_dim, d_conv - 1); ssm_state (b, H, P, N)."""
@@ -682,11 +672,10 @@ class Mamba2(nn.Module):
         return 6 * (proj * apps + cfg.n_embd * cfg.vocab_size) + 6 * ssd * apps
 
     def forward(self, idx, targets=None):
-        x = self.drop(self.wte(idx))
-        for _ in range(self.config.n_loop):
-            for layer in self.layers:
-                x = layer(x)
-        logits = self.lm_head(self.norm_f(x))
+        x = self.drop(self.wte(idx))                                         # (B, T, d)
+        for layer in [*self.layers] * self.config.n_loop:
+            x = layer(x)
+        logits = self.lm_head(self.norm_f(x))                                # (B, T, vocab)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
@@ -695,18 +684,14 @@ class Mamba2(nn.Module):
     # recurrent decoding: per block application a conv window and an (H, P, N) state, O(1) in length
     def decode_init(self, batch_size, device):
         cfg, m = self.config, self.layers[0].mixer
-        dt = self.wte.weight.dtype
-        apps = cfg.n_layer * cfg.n_loop
+        dt, apps = self.wte.weight.dtype, cfg.n_layer * cfg.n_loop
         return {'pos': 0,
                 'conv': [torch.zeros(batch_size, m.conv_dim, cfg.d_conv - 1, device=device, dtype=dt) for _ in range(apps)],
                 'ssm': [torch.zeros(batch_size, m.nheads, cfg.headdim, cfg.d_state, device=device) for _ in range(apps)]}
 
     def decode_step(self, idx_t, state):
-        x = self.wte(idx_t)
-        i = 0
-        for _ in range(self.config.n_loop):
-            for layer in self.layers:
-                x, state['conv'][i], state['ssm'][i] = layer.step(x, state['conv'][i], state['ssm'][i])
-                i += 1
+        x = self.wte(idx_t)                                                  # (B, d)
+        for i, layer in enumerate([*self.layers] * self.config.n_loop):     # application i: its own state
+            x, state['conv'][i], state['ssm'][i] = layer.step(x, state['conv'][i], state['ssm'][i])
         state['pos'] += 1
-        return self.lm_head(self.norm_f(x)), state
+        return self.lm_head(self.norm_f(x)), state                           # (B, vocab)
