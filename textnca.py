@@ -269,7 +269,7 @@ class LocalAttention(nn.Module):
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
 
-    def qkv(self, x):
+    def qkv(self, x):  # (B, T, C) -> q, k, v (B, H, T, D)
         B, T, C = x.shape
         return self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
 
@@ -335,7 +335,7 @@ class CausalConv(nn.Module):
         self.c_proj = nn.Linear(d, d, bias=cfg.bias) if cfg.kernel == 'conv' else None
 
     def forward(self, x):
-        y = self.conv(F.pad(x.transpose(1, 2), (self.w - 1, 0))).transpose(1, 2)
+        y = self.conv(F.pad(x.transpose(1, 2), (self.w - 1, 0))).transpose(1, 2)   # (B, C, w-1+T) -> (B, T, C)
         return y if self.c_proj is None else self.c_proj(y)
 
     def step(self, x, cache):
@@ -368,7 +368,7 @@ class SubLayer(nn.Module):
 
     def forward(self, x, cache=None):
         p = self.perceive(x) if cache is None else self.perceive.step(x, cache)
-        return self.c_proj(F.gelu(self.c_fc(self.ln(p))))
+        return self.c_proj(F.gelu(self.c_fc(self.ln(p))))              # (B, T, d_ff) -> (B, T, C)
 
 
 class Gate(nn.Module):
@@ -442,13 +442,14 @@ class Readout(nn.Module):
 
     def forward(self, h, cache=None):
         B, T, C = h.shape
-        q, k, v = self.c_attn(self.ln_1(h)).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+        qkv = self.c_attn(self.ln_1(h)).view(B, T, 3, self.n_head, C // self.n_head)   # (B, T, 3, H, C / H)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)                                           # (B, H, T, C / H) each
         if cache is not None:  # one new position: it sees every cached key
             if 'k' in cache:
                 k, v = torch.cat([cache['k'], k], 2), torch.cat([cache['v'], v], 2)
             cache['k'], cache['v'] = k, v
         y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)
-        h = h + self.attn_proj(y.transpose(1, 2).reshape(B, T, C))
+        h = h + self.attn_proj(y.transpose(1, 2).reshape(B, T, C))   # (B, H, T, C / H) -> (B, T, C)
         return h + self.c_proj(F.gelu(self.c_fc(self.ln_2(h))))
 
 
@@ -539,7 +540,7 @@ class TextNCA(nn.Module):
         self.last_Ts = Ts
         return Ts
 
-    def embed(self, idx, pos0=0):
+    def embed(self, idx, pos0=0):  # idx (B, T) -> h_0 (B, T, C)
         T = idx.shape[1]
         if pos0 + T > self.config.block_size:
             raise ValueError(f"sequence of length {pos0 + T} is longer than block_size {self.config.block_size}")
@@ -564,7 +565,7 @@ class TextNCA(nn.Module):
     def head(self, h, cache=None):
         if self.readout is not None:  # the logit lens (step_logits...) reads every state through it
             h = self.readout(h, cache)
-        return self.lm_head(self.ln_f(h))
+        return self.lm_head(self.ln_f(h))                                   # (B, T, vocab)
 
     def forward(self, idx, targets=None, Ts=None):
         Ts = self.choose_Ts(Ts)  # here: a graph break inside the generator would split every step

@@ -81,9 +81,9 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x):
         B, T, C = x.shape
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-                   for t in self.c_attn(x).split(C, dim=2))
+                   for t in self.c_attn(x).split(C, dim=2))                 # (B, H, T, C / H) each
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))               # (B, T, C)
 
 
 class Block(nn.Module):
@@ -99,7 +99,7 @@ class Block(nn.Module):
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
-        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x))))
+        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x))))              # (B, T, d_ff) -> (B, T, C)
 
 
 # ----------------------------------------------------------------------------- anchor and workspace
@@ -113,7 +113,7 @@ class AnchorFusion(nn.Module):
         self.A2 = nn.Linear(d, d)
 
     def forward(self, h, e):
-        return h + self.A2(F.gelu(self.A1(self.ln_a(torch.cat([h, e], dim=-1)))))
+        return h + self.A2(F.gelu(self.A1(self.ln_a(torch.cat([h, e], dim=-1)))))   # [h; e] (B, L, 2d) -> (B, L, d)
 
 
 EPS = 1e-12  # guards D = 0 (only when every gate underflows; then N = 0 too and M = 0)
@@ -173,18 +173,18 @@ class SlotWorkspace(nn.Module):
         """gamma c (B, L, d), and this round's summaries M (B, L, S, m) when retention needs them
         (M_prev given, or keep=True for the next round), else None."""
         g, v, q = self.writes(u)
-        N, D = prefix_sums(g, v)
-        alpha = self.read_weights(q).float()
+        N, D = prefix_sums(g, v)                                             # (B, L, S, m), (B, L, S)
+        alpha = self.read_weights(q).float()                                 # (B, L, S)
         if M_prev is None and not keep:
             # sum_s alpha_s M_s = sum_s (alpha_s / sqrt(D_s)) N_s: M is never materialised
-            read, M = ((alpha * D.clamp_min(EPS).rsqrt()).unsqueeze(-1) * N).sum(dim=2), None
+            read, M = ((alpha * D.clamp_min(EPS).rsqrt()).unsqueeze(-1) * N).sum(dim=2), None   # (B, L, m)
         else:
             M = summaries(N, D)
             if M_prev is not None:  # retention (Equation 5): blend at the same prefix position
                 M = rho * M_prev + (1 - rho) * M
-            read = (alpha.unsqueeze(-1) * M).sum(dim=2)
+            read = (alpha.unsqueeze(-1) * M).sum(dim=2)                      # (B, L, m)
         self.last_gate = g.detach().mean()
-        return self.gamma * self.W_o(read.to(u.dtype)), M
+        return self.gamma * self.W_o(read.to(u.dtype)), M                    # (B, L, d)
 
 
 # ----------------------------------------------------------------------------- the model
@@ -269,7 +269,7 @@ class Workspace(nn.Module):
         if R != cfg.n_rounds and (cfg.variant in ('adaptive_exit', 'conditioned_dense') or cfg.retention):
             raise ValueError(f"rounds={R}: this {cfg.variant}{' with retention' if cfg.retention else ''} has "
                              f"parameters for each of its n_rounds={cfg.n_rounds} rounds and runs only that many")
-        e = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        e = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))     # anchor, (B, T, d)
         h, M, exits = e, None, []
         for r in range(R):
             x = h if self.fusion is None else self.fusion(h, e)
@@ -284,11 +284,11 @@ class Workspace(nn.Module):
         if cfg.variant == 'adaptive_exit':
             log_pi = F.log_softmax(self.router(e).float(), dim=-1)                           # (B, T, R)
             log_p = torch.stack([F.log_softmax(self.lm_head(self.ln_f(x)).float(), dim=-1) for x in exits], -1)
-            logits = torch.logsumexp(log_p + log_pi.unsqueeze(2), dim=-1)                     # log mixture
+            logits = torch.logsumexp(log_p + log_pi.unsqueeze(2), dim=-1)   # log mixture: (B, T, V, R) -> (B, T, V)
         else:
             if cfg.variant == 'conditioned_dense':
                 h = h + sum(self.readout[r] * exits[r] for r in range(cfg.n_rounds - 1))
-            logits = self.lm_head(self.ln_f(h))
+            logits = self.lm_head(self.ln_f(h))                                   # (B, T, vocab)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
