@@ -7,52 +7,26 @@ Prepare a dataset: data/<dir>/{train.bin, val.bin[, test.bin], meta.json}.
 The .bin files are flat np.uint16 token streams (np.memmap them, as nanoGPT). meta.json, written
 last so that a folder with one is complete, holds tokenizer ('gpt2' | 'byte' | 'char'), vocab_size
 (the real symbols, ids 0..vocab_size-1), itos/stoi (char), bpe_vocab (gpt2 with --vocab), mask_id
-(synthetic: the reserved MASK id = vocab_size, so a model that fills holes needs vocab_size + 1
-rows; gpt2's padded 50304 has room), source, the split and the token counts. get_tokenizer(meta)
--> (encode, decode) gives the tokenizer back to sample.py / eval.py.
+(the battery's reserved MASK id = vocab_size, so a model that fills holes needs vocab_size + 1
+rows), source, the split and the token counts. get_tokenizer(meta) -> (encode, decode).
 
-Sources (NAME, the SOURCES table), and the default tokenizer:
-  shakespeare_char  tiny shakespeare, char; nanoGPT's split: first 90% train, last 10% val
-  shakespeare       the same text, gpt2
-  wikitext103       WikiText-103 raw (the official train/valid/test files), gpt2
-  enwik8            first 90M bytes train, next 5M val, last 5M test, byte
-  tinystories       TinyStoriesV2-GPT4 train/valid files, gpt2; with --tokenizer byte train keeps
-                    its first 250M symbols, as the workspace paper trains (--max_train_tokens)
-  fineweb_edu       karpathy/fineweb-edu-100b-shuffle parquet shards (nanochat's): --shards N train
-                    shards, the last shard (01822) val; needs the optional extra pyarrow
-  synthetic         offline, what `python train.py` uses: battery.py's skill battery (FON's Table 8
-                    tasks and its future-dependent fill tasks), char over a fixed alphabet with
-                    mask_token '_': one example per line, answer spans in {split}_answers.bin
-                    (uint8, 1 per answer token) for hole fine-tuning; train examples from --seed,
-                    val from seed + VAL_SEED_OFFSET
-  hops              offline, the same format: battery.py's depth task (hop1 ... hop6, the answer k
-                    pointer lookups away), to train with --loss_on=answers
-  hops1 ... hops5   the same with hop counts 1 ... N only: the depth gate's curriculum, one stage each
-  any other NAME    with --input FILE: a local text file, first 90% train (--val_frac), char
---input also works offline for the named sources: a text file (90/10), or the download itself
-(wikitext-103-raw-v1.zip or its folder, enwik8.zip or enwik8, a folder with the two TinyStories
-files, a parquet file or a folder of them). NAME is a plain folder name (check_name).
+NAME is a row of SOURCES, each read by its own small function (its docstring says how it splits):
+shakespeare_char, shakespeare, wikitext103, enwik8, tinystories, fineweb_edu (needs the optional
+extra pyarrow), and battery.py's offline datasets (synthetic: what `python train.py` uses; hops,
+hops1 ... hops5: the depth task and its curriculum), or any plain folder name with --input FILE (a
+local text file, first 90% train (--val_frac), char). --input also reads a named source's download
+offline (wikitext-103-raw-v1.zip or its folder, enwik8.zip or enwik8, the TinyStories folder,
+parquet files). Downloads go to <out_dir>/downloads/ with a tqdm bar, resume a leftover .part with
+an HTTP Range request, and are checked against SHA256, the sha256 the HuggingFace Hub sends in
+X-Linked-Etag, or SIZES (enwik8 publishes no checksum). --url BASE (or PREPARE_DATA_URL) replaces
+the base URL (a mirror, the tests' local server), or is a one-file source's full URL.
 
-Downloads go to <out_dir>/downloads/ with a tqdm bar, resume a leftover .part with an HTTP Range
-request, and are checked: tiny shakespeare and WikiText-103 against known sha256s (SHA256), the
-HuggingFace files against the sha256 the Hub sends in X-Linked-Etag, enwik8 (no published
-checksum) by its size (36,445,475 bytes zipped, 10^8 unzipped). --url BASE (or PREPARE_DATA_URL)
-replaces the base URL (a mirror, the tests' local server), or is a one-file source's full URL.
-Without network, the error names --input FILE.
-
-Tokenizers:
-  gpt2  tiktoken's GPT-2 BPE (50257 symbols, <|endoftext|> = 50256; tiktoken caches its two BPE
-        files in TIKTOKEN_CACHE_DIR). --vocab N keeps the first N-1 merge ranks + <|endoftext|> =
-        N-1: a prefix of a merge list is itself a valid BPE (--vocab 32768: the paper configs'
-        vocabulary). <|endoftext|> follows each fineweb_edu document and stands for the literal
-        "<|endoftext|>" lines of the TinyStories files.
-  byte  257 symbols: bytes 0..255 and 256, the row separator after each nonempty WikiText row (the
-        causal workspace paper's encoding) and each fineweb_edu document; other text keeps its bytes.
-  char  the sorted set of the text's characters (nanoGPT's shakespeare_char).
-
-Output folder (dataset_dirname()): data/NAME with the source's default tokenizer or a custom NAME,
-else data/NAME_<tokenizer> (data/NAME_gpt2_<N> with --vocab N): e.g. `prepare_data.py synthetic
---tokenizer gpt2` writes data/synthetic_gpt2, the p_synth partner of data/wikitext103.
+Tokenizers: gpt2 is tiktoken's GPT-2 BPE (50257 symbols, <|endoftext|> = 50256); --vocab N keeps
+its first N-1 merge ranks + <|endoftext|> = N-1, itself a valid BPE (--vocab 32768: the paper
+configs'). byte: 257 symbols, 256 ending each nonempty WikiText row and each fineweb_edu document
+(the causal workspace paper's encoding). char: the sorted set of the text's characters.
+The folder is data/NAME with the source's default tokenizer or a custom NAME, else
+data/NAME_<tokenizer> (NAME_gpt2_<N> with --vocab N): dataset_dirname().
 
 In-process: prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, ...) -> the folder;
 expected failures raise DataError (the command line prints `error: ...` and exits 2).
@@ -83,6 +57,16 @@ from tqdm import tqdm
 from battery import DATASETS, SYNTH_CHARS, SYNTH_MASK_TOKEN, VAL_SEED_OFFSET, synthetic_ids, synthetic_split
 from configurator import ConfigError
 
+TOKENIZERS = ('gpt2', 'byte', 'char')
+ROW_SEP = 256  # the byte tokenizer's row separator
+# char-rnn publishes no checksum for tiny shakespeare; this is the sha256 that projects pinning the
+# file (TensorFlow Datasets among them) agree on. WikiText-103's is HuggingFace datasets' for this zip.
+SHA256 = {'input.txt': '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed',
+          'wikitext-103-raw-v1.zip': '91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794'}
+SIZES = {'input.txt': 1115394, 'wikitext-103-raw-v1.zip': 191984949, 'enwik8.zip': 36445475}
+# the causal workspace paper trains on the first 250M bytes of TinyStories (its --max-train-tokens)
+TRAIN_CAPS = {('tinystories', 'byte'): 250_000_000}
+
 
 class DataError(ConfigError):
     """An expected failure (network, bad input, missing extra): one clear line, no traceback. A
@@ -97,23 +81,6 @@ def check_name(name):
 
 
 # ----------------------------------------------------------------------------- downloads
-TOKENIZERS = ('gpt2', 'byte', 'char')
-ROW_SEP = 256  # the byte tokenizer's row separator
-# checksums: char-rnn publishes none for tiny shakespeare's input.txt; this is the sha256 that
-# projects pinning the file (TensorFlow Datasets among them) agree on. WikiText-103's is the one
-# HuggingFace datasets recorded for this zip.
-SHA256 = {
-    'input.txt': '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed',
-    'wikitext-103-raw-v1.zip': '91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794',
-}
-# no checksum is published for enwik8.zip, only its size
-SIZES = {'input.txt': 1115394, 'wikitext-103-raw-v1.zip': 191984949, 'enwik8.zip': 36445475}
-ENWIK8_BYTES = 10**8
-FINEWEB_VAL_SHARD = 1822  # the last shard, nanochat's validation shard
-# the causal workspace paper trains on the first 250M bytes of TinyStories (its --max-train-tokens)
-TRAIN_CAPS = {('tinystories', 'byte'): 250_000_000}
-
-
 def error_line(e):
     """One short line for an exception (requests' messages nest a whole traceback's worth)."""
     msg = str(e).splitlines()[0] if str(e) else ''
@@ -127,12 +94,9 @@ def _published_sha256(r):
     return next((t for t in tags if re.fullmatch(r'[0-9a-f]{64}', t)), None)
 
 
-def _sha256_file(path):
-    h = hashlib.sha256()
+def _sha256(path):
     with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, 'sha256').hexdigest()
 
 
 def _file_urls(base, files):
@@ -184,7 +148,7 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
     got = os.path.getsize(part)
     if size is not None and got != size:
         wrong = f'{url} gave {got} bytes, expected {size}'
-    elif sha256 is not None and (digest := _sha256_file(part)) != sha256:
+    elif sha256 is not None and (digest := _sha256(part)) != sha256:
         wrong = f'sha256 mismatch for {url}: expected {sha256}, got {digest}'
     else:
         os.replace(part, path)
@@ -243,8 +207,7 @@ def get_tokenizer(meta):
     mask_token, mask_id = meta.get('mask_token'), meta.get('mask_id')
 
     def encode(s):
-        bad = sorted({c for c in s if c not in stoi and c != mask_token})
-        if bad:
+        if bad := sorted({c for c in s if c not in stoi and c != mask_token}):
             raise ValueError(f"characters not in this dataset's vocabulary of {len(itos)} symbols: "
                              + ' '.join(repr(c) for c in bad))
         return [stoi[c] if c in stoi else mask_id for c in s]
@@ -288,13 +251,12 @@ def _member(path, filename):
 
 
 def text_file(paths, val_frac, kind='text', special=False):
-    """A local text file: the first 1 - val_frac of it train, the rest val (nanoGPT's split;
-    for rows, the cut moves to the next row)."""
+    """A local text file: the first 1 - val_frac of it train, the rest val (nanoGPT's split, as
+    its shakespeare_char; the cut moves to the next character, or row)."""
     path = paths[0]
     if os.path.isdir(path):
         raise DataError(f'--input {path} is a folder; this dataset takes a text file')
-    n = os.path.getsize(path)
-    if n == 0:
+    if (n := os.path.getsize(path)) == 0:
         raise DataError(f'{path} is empty')
     cut = int(n * (1 - val_frac))
     with open(path, 'rb') as f:  # move the cut to the start of a UTF-8 character (or row)
@@ -313,6 +275,7 @@ WIKITEXT_FILES = {'train': 'wiki.train.raw', 'val': 'wiki.valid.raw', 'test': 'w
 
 
 def wikitext103(paths, val_frac):
+    """The official train/valid/test files of WikiText-103 raw, from its zip or folder, as rows."""
     path = paths[0]
     if zipfile.is_zipfile(path):
         found = {s: (path, _member(path, f)) for s, f in WIKITEXT_FILES.items()}
@@ -329,6 +292,7 @@ def wikitext103(paths, val_frac):
 
 
 def enwik8(paths, val_frac):
+    """enwik8's bytes (zipped or not): the first 90M train, the next 5M val, the last 5M test."""
     path = paths[0]
     if os.path.isdir(path):
         raise DataError(f'--input {path} is a folder; enwik8 takes enwik8.zip or the enwik8 file')
@@ -338,11 +302,10 @@ def enwik8(paths, val_frac):
     else:
         with open(path, 'rb') as f:
             data = f.read()
-    n = len(data)
-    if n == 0:
+    if (n := len(data)) == 0:
         raise DataError(f'{path} is empty')
-    # the usual enwik8 split, 90M/5M/5M; a file of another size is split in the same proportions
-    a, b = (90 * 10**6, 95 * 10**6) if n == ENWIK8_BYTES else (int(n * 0.9), int(n * 0.95))
+    # a file of another size than enwik8's 10^8 bytes is split in the same proportions
+    a, b = (90 * 10**6, 95 * 10**6) if n == 10**8 else (int(n * 0.9), int(n * 0.95))
     return ({s: Split(lambda d=d: [d], lenient=True) for s, d in
              (('train', data[:a]), ('val', data[a:b]), ('test', data[b:]))},
             f'first {a:,} bytes train, next {b - a:,} val, last {n - b:,} test')
@@ -352,6 +315,8 @@ TINYSTORIES_FILES = ['TinyStoriesV2-GPT4-train.txt', 'TinyStoriesV2-GPT4-valid.t
 
 
 def tinystories(paths, val_frac):
+    """TinyStoriesV2-GPT4's train and valid files (or their folder); the literal <|endoftext|>
+    lines between stories are gpt2's end-of-text token."""
     folder = paths[0]
     if len(paths) == 1 and os.path.isdir(folder):
         paths = [os.path.join(folder, f) for f in TINYSTORIES_FILES]
@@ -379,6 +344,8 @@ def _parquet_docs(paths, start=0, stop=None):
 
 
 def fineweb_edu(paths, val_frac):
+    """Parquet shards of documents (nanochat's karpathy/fineweb-edu-100b-shuffle): all but the last
+    train, the last val; one shard is split by documents."""
     if len(paths) == 1 and os.path.isdir(paths[0]):
         paths = sorted(os.path.join(paths[0], f) for f in os.listdir(paths[0]) if f.endswith('.parquet'))
         if not paths:
@@ -386,7 +353,7 @@ def fineweb_edu(paths, val_frac):
     if not paths[0].endswith('.parquet'):
         return text_file(paths, val_frac)
     _need_pyarrow()
-    if len(paths) > 1:  # the last shard is val
+    if len(paths) > 1:
         return ({'train': Split(lambda: _parquet_docs(paths[:-1]), 'docs'),
                  'val': Split(lambda: _parquet_docs(paths[-1:]), 'docs')},
                 f'{len(paths) - 1} parquet shard(s) train, {os.path.basename(paths[-1])} val')
@@ -396,23 +363,31 @@ def fineweb_edu(paths, val_frac):
              'val': Split(lambda: _parquet_docs(paths, cut), 'docs')}, f'first {cut:,} documents train, the rest val')
 
 
-SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare'
+def fineweb_files(shards):
+    """--shards N train shards and the last shard, nanochat's val shard."""
+    _need_pyarrow()
+    if shards < 1:
+        raise DataError('--shards must be at least 1')
+    return [f'shard_{i:05d}.parquet' for i in [*range(shards), 1822]]
+
+
+SHAKESPEARE = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare'
 HF = 'https://huggingface.co/datasets'
-# NAME -> (default tokenizer, base URL (--url / PREPARE_DATA_URL replace it), files, reader: the
-# downloaded files or --input -> ({split: Split}, how it was split)); battery.py's are made offline
+# NAME -> (default tokenizer, base URL (--url replaces it), its files (or shards -> them), reader:
+# the files (or --input) -> ({split: Split}, how it split them)). battery.py's are made offline.
 SOURCES = {
-    'shakespeare_char': ('char', SHAKESPEARE_URL, ['input.txt'], text_file),
-    'shakespeare': ('gpt2', SHAKESPEARE_URL, ['input.txt'], text_file),
+    'shakespeare_char': ('char', SHAKESPEARE, ['input.txt'], text_file),
+    'shakespeare': ('gpt2', SHAKESPEARE, ['input.txt'], text_file),
     # the original S3 bucket (research.metamind.io) is gone; this is Stephen Merity's own mirror
     'wikitext103': ('gpt2', 'https://wikitext.smerity.com', ['wikitext-103-raw-v1.zip'], wikitext103),
     'enwik8': ('byte', 'http://mattmahoney.net/dc', ['enwik8.zip'], enwik8),
     'tinystories': ('gpt2', f'{HF}/roneneldan/TinyStories/resolve/main', TINYSTORIES_FILES, tinystories),
-    # shard_00000.parquet ... (--shards) + the val shard
-    'fineweb_edu': ('gpt2', f'{HF}/karpathy/fineweb-edu-100b-shuffle/resolve/main', None, fineweb_edu),
+    'fineweb_edu': ('gpt2', f'{HF}/karpathy/fineweb-edu-100b-shuffle/resolve/main', fineweb_files, fineweb_edu),
     **{name: ('char', None, [], None) for name in DATASETS},
 }
 
 
+# ----------------------------------------------------------------------------- splits -> np.uint16 arrays
 def _texts(split):
     """The split as str pieces (bytes decoded as UTF-8 across piece boundaries)."""
     decoder = codecs.getincrementaldecoder('utf-8')('replace' if split.lenient else 'strict')
@@ -428,7 +403,6 @@ def _texts(split):
                         f'--tokenizer byte reads any bytes') from None
 
 
-# ----------------------------------------------------------------------------- encoding: np.uint16 arrays
 def _u16(b):
     return np.frombuffer(b, dtype=np.uint8).astype(np.uint16)
 
@@ -436,8 +410,7 @@ def _u16(b):
 def _byte_rows(lines):
     # rows as the HuggingFace WikiText rows (a line with its '\n'); ROW_SEP after each nonempty one
     rows = [line.encode('utf-8') for line in lines if line.strip()]
-    ends = np.cumsum([len(r) for r in rows], dtype=np.int64)
-    return np.insert(_u16(b''.join(rows)), ends, ROW_SEP).astype(np.uint16)
+    return np.insert(_u16(b''.join(rows)), np.cumsum([len(r) for r in rows], dtype=np.int64), ROW_SEP)
 
 
 def _encode_byte(split):
@@ -550,13 +523,15 @@ def prepare_command(dirname):
     return f'python prepare_data.py {dirname} --input FILE'
 
 
+prepare_hint = prepare_command   # train.py's and the tools' name for it
+
+
 def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=None, vocab=None,
             n_train=100_000, n_val=6_000, shards=1, val_frac=0.1, quiet=False, max_train_tokens=None):
     """Write out_dir/<dataset_dirname(...)>/{train,val[,test]}.bin + meta.json; return the folder.
     max_train_tokens: train.bin keeps the first N tokens; None: TRAIN_CAPS' cap, 0: no cap."""
     check_name(name)
-    tokenizer = tokenizer or (SOURCES[name][0] if name in SOURCES else 'char')
-    made = prepare_command(name)
+    tokenizer, made = tokenizer or (SOURCES[name][0] if name in SOURCES else 'char'), prepare_command(name)
     for wrong, msg in [
             (name not in SOURCES and input is None, f'unknown dataset {name!r}: one of {", ".join(SOURCES)}, '
                                                     f'or any name with --input FILE (a local text file)'),
@@ -596,11 +571,7 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
 def _download(name, tokenizer, vocab, out_dir, url, shards, quiet):
     """The source's files under out_dir/downloads (fetched once, checked), and their URL(s)."""
     _, base, files, _ = SOURCES[name]
-    if name == 'fineweb_edu':
-        _need_pyarrow()
-        if shards < 1:
-            raise DataError('--shards must be at least 1')
-        files = [f'shard_{i:05d}.parquet' for i in [*range(shards), FINEWEB_VAL_SHARD]]
+    files = files(shards) if callable(files) else files
     urls = _file_urls(url or os.environ.get('PREPARE_DATA_URL') or base, files)
     # the offline hint repeats this command: its tokenizer, folder and shards
     again = (prepare_command(dataset_dirname(name, tokenizer, vocab)).removeprefix('python prepare_data.py ')
@@ -611,7 +582,9 @@ def _download(name, tokenizer, vocab, out_dir, url, shards, quiet):
 
 
 def _battery(name, tokenizer, enc, meta, seed, n_train, n_val):
-    """battery.py's examples, one a line: {split: [ids]} and {split: answer marks}."""
+    """battery.py's examples, one a line (train from seed, val from seed + VAL_SEED_OFFSET), in the
+    char tokenizer over its alphabet with mask_token '_' (or another): {split: [ids]}, and
+    {split: its answer marks} ({split}_answers.bin, uint8, 1 per answer token, for hole fine-tuning)."""
     try:
         examples = synthetic_split(seed, n_train, n_val, DATASETS[name])
     except ValueError as e:
@@ -627,7 +600,7 @@ def _battery(name, tokenizer, enc, meta, seed, n_train, n_val):
     return {s: [ids] for s, (ids, _) in encoded.items()}, {s: marks for s, (_, marks) in encoded.items()}
 
 
-# ----------------------------------------------------------------------------- writing, whole or not at all
+# ----------------------------------------------------------------------------- writing: whole, or not at all
 OWN_FILE = re.compile(r'(train|val|test)(_answers)?\.bin|meta\.json|\.DS_Store')   # what _write puts there (and macOS)
 
 
@@ -636,21 +609,10 @@ def _check_owned(dest):
     (nanoGPT's input.txt and prepare.py, notes) is refused before any work, never deleted."""
     if os.path.exists(dest) and not os.path.isdir(dest):
         raise DataError(f'{dest} is a file, not a dataset folder: move it aside first')
-    other = sorted(f for f in os.listdir(dest) if not OWN_FILE.fullmatch(f)) if os.path.isdir(dest) else []
-    if other:
+    if other := sorted(f for f in os.listdir(dest) if not OWN_FILE.fullmatch(f)) if os.path.isdir(dest) else []:
         raise DataError(f'{dest} holds files prepare_data.py did not write ({", ".join(other[:5])}'
                         f'{", ..." if len(other) > 5 else ""}), which replacing the dataset would delete: '
                         f'move them out, or prepare into another --out_dir')
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # another user's process
-        pass
-    return True
 
 
 def _remove_stale(parent, name, quiet):
@@ -677,6 +639,16 @@ def _remove_stale(parent, name, quiet):
             shutil.rmtree(path)
             if not quiet:
                 print(f'removed {path}, left by a prepare_data.py (pid {pid}) that was killed')
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's process
+        pass
+    return True
 
 
 def _write_file(path, write):
@@ -745,15 +717,8 @@ def _write(dest, tokens, answers, meta, quiet, cap=None):
         print(f'wrote {dest}: {meta["tokenizer"]} tokenizer, vocab_size {meta["vocab_size"]}, tokens: {counts}')
 
 
-# -----------------------------------------------------------------------------
-# reading a prepared dataset: what train.py and the tools check before they read one (a mistake is
-# one line, a ConfigError)
-
-def prepare_hint(dataset):
-    """The command that makes data/<dataset>."""
-    return prepare_command(dataset)
-
-
+# ----------------------------------------------------------------------------- reading a prepared dataset
+# what train.py and the tools check before they read one: a mistake is one line, a ConfigError
 NANOGPT_VOCAB = 50304   # GPT-2's 50257 tokens padded to a multiple of 64, as nanoGPT's train.py pads them
 
 
@@ -762,24 +727,21 @@ def read_meta(cfg):
     nanoGPT's layouts, named by meta['layout']: a meta.pkl (its char datasets: vocab_size, itos,
     stoi) or no meta file beside train.bin (its GPT-2 BPE datasets, vocab 50304)."""
     folder = os.path.join(cfg['data_dir'], cfg['dataset'])
-    path = os.path.join(folder, 'meta.json')
+    path, pkl = os.path.join(folder, 'meta.json'), os.path.join(folder, 'meta.pkl')
     if os.path.isfile(path):
         try:
             meta = json.load(open(path, encoding='utf-8'))
         except (ValueError, UnicodeDecodeError) as e:
             raise ConfigError(f"{path} is not valid JSON ({e}): re-run {prepare_hint(cfg['dataset'])}")
-    elif os.path.isfile(os.path.join(folder, 'meta.pkl')):
-        path = os.path.join(folder, 'meta.pkl')
-        meta = read_meta_pkl(path)
+    elif os.path.isfile(pkl):
+        path, meta = pkl, read_meta_pkl(pkl)
     elif os.path.isfile(os.path.join(folder, 'train.bin')):
         return {'tokenizer': 'gpt2', 'vocab_size': NANOGPT_VOCAB,
                 'layout': f"nanoGPT's, no meta file: the GPT-2 tokenizer, vocab {NANOGPT_VOCAB}"}
     else:
         return None
-    if not isinstance(meta, dict) or not isinstance(meta.get('vocab_size'), int) or meta['vocab_size'] <= 0:
-        raise ConfigError(f"{path} lacks a positive integer vocab_size: re-run {prepare_hint(cfg['dataset'])}")
-    problem = tokenizer_problem(meta)
-    if problem:
+    sized = isinstance(meta, dict) and isinstance(meta.get('vocab_size'), int) and meta['vocab_size'] > 0
+    if problem := tokenizer_problem(meta) if sized else 'lacks a positive integer vocab_size':
         raise ConfigError(f"{path} {problem}: re-run {prepare_hint(cfg['dataset'])}")
     return meta
 
@@ -808,19 +770,17 @@ def read_meta_pkl(path):
     if isinstance(itos, dict):
         itos = [itos.get(i) for i in range(len(itos))]
     if itos is not None:
-        meta.update(tokenizer='char', itos=itos)
-        meta['layout'] += f": a char vocabulary of {len(itos)}"
+        meta.update(tokenizer='char', itos=itos, layout=f"nanoGPT's meta.pkl: a char vocabulary of {len(itos)}")
     return meta
 
 
 def tokenizer_problem(meta):
     """What keeps a meta's tokenizer from decoding (a char meta needs its itos table), else None."""
-    kind = meta.get('tokenizer')
+    kind, itos = meta.get('tokenizer'), meta.get('itos')
     if kind is None or kind in ('gpt2', 'byte'):
         return None
     if kind != 'char':
         return f"names the tokenizer {kind!r}, not one of gpt2, byte, char"
-    itos = meta.get('itos')
     if isinstance(itos, dict):
         itos = [itos.get(str(i)) for i in range(len(itos))]
     if not isinstance(itos, list) or not itos or not all(isinstance(c, str) for c in itos):
@@ -867,17 +827,13 @@ def check_data(then, now, where, hint):
     stream or key the data found now lacks is not compared."""
     changed = []
     for k, v in (then or {}).items():
-        w = now.get(k)
-        if w is None or w == v:
+        if (w := now.get(k)) is None or w == v:
             continue
-        if isinstance(v, dict) and v.get('bytes') != w.get('bytes'):
-            changed.append(f"{k}.bin holds {w['bytes']:,} bytes (then {v['bytes']:,})")
-        elif isinstance(v, dict):
-            changed.append(f"{k}.bin's first MiB differs")
-        elif k == 'vocab_size':
-            changed.append(f"vocab_size is {w} (then {v})")
+        if isinstance(v, dict):
+            changed.append(f"{k}.bin holds {w['bytes']:,} bytes (then {v['bytes']:,})"
+                           if v.get('bytes') != w.get('bytes') else f"{k}.bin's first MiB differs")
         else:
-            changed.append(f"{k} differs")
+            changed.append(f"vocab_size is {w} (then {v})" if k == 'vocab_size' else f"{k} differs")
     if changed:
         raise ConfigError(f"the data in {where} is not what the checkpoint trained on ({'; '.join(changed)}): {hint}")
 
@@ -893,8 +849,7 @@ def example_starts(path, newline, T, data=None):
                           f"(python prepare_data.py hops, or synthetic)")
     data = np.memmap(path, dtype=np.uint16, mode='r') if data is None else data
     starts = np.concatenate([[0], np.flatnonzero(data == newline[0]) + 1])
-    longest = int(np.diff(starts).max())
-    if longest > T + 1:
+    if (longest := int(np.diff(starts).max())) > T + 1:
         raise ConfigError(f"loss_on='answers': {path} holds examples of up to {longest} tokens, so a window of "
                           f"block_size {T} may cut one; raise block_size to at least {longest - 1}")
     return starts[starts <= len(data) - T - 1]
@@ -916,6 +871,7 @@ def dataset_vocab(cfg, meta):
     return cfg['vocab_size'], mid
 
 
+# ----------------------------------------------------------------------------- the command line
 class Parser(argparse.ArgumentParser):
     def error(self, message):   # one line, not argparse's usage block
         print(f'error: {message} (see python prepare_data.py --help)', file=sys.stderr)
@@ -935,8 +891,8 @@ def main(argv=None):
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is not signal.SIG_IGN:     # nohup's SIGHUP stays ignored
             signal.signal(sig, _stop)
-    p = Parser(description='Prepare a dataset: data/<name>/{train,val}.bin + meta.json '
-                                            '(see the docstring of prepare_data.py).')
+    p = Parser(description='Prepare a dataset: data/<name>/{train,val}.bin + meta.json (see the docstring of '
+                           'prepare_data.py).')
     p.add_argument('name', help=f'{", ".join(SOURCES)}, or any name with --input FILE')
     p.add_argument('--tokenizer', choices=TOKENIZERS, help='default: the source\'s (char for a custom NAME)')
     p.add_argument('--input', help='a local file (or the downloaded archive/folder) instead of downloading')
@@ -953,16 +909,12 @@ def main(argv=None):
     args = p.parse_args(argv)
     try:
         prepare(**vars(args))
-    except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-            print(f'error: {e}', file=sys.stderr)
-            sys.exit(2)
-        free = shutil.disk_usage(args.out_dir if os.path.isdir(args.out_dir) else '.').free
-        print(f'error: no space left on the device ({errno.errorcode[e.errno]}) writing {e.filename or args.out_dir}: '
-              f'{free / 2**20:,.1f} MiB free there; free some space and run the same command again (a previous '
-              f'dataset there is unchanged, a download resumes)', file=sys.stderr)
-        sys.exit(2)
-    except DataError as e:
+    except (DataError, OSError) as e:
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            free = shutil.disk_usage(args.out_dir if os.path.isdir(args.out_dir) else '.').free
+            e = (f'no space left on the device ({errno.errorcode[e.errno]}) writing {e.filename or args.out_dir}: '
+                 f'{free / 2**20:,.1f} MiB free there; free some space and run the same command again (a previous '
+                 f'dataset there is unchanged, a download resumes)')
         print(f'error: {e}', file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt as e:   # _write swaps a dataset in only whole, and removes its work folder
