@@ -199,15 +199,15 @@ class DelayMixer(nn.Module):
         """x (B, T, d). Causal stream: S_causal None, returns (y, S) with S (B, nc, c, D).
         Hole stream: reads S_causal at the delays, returns (y, S_causal)."""
         B, T, _ = x.shape
-        lam, U, C_x = self.coeffs(x)
+        lam, U, C_x = self.coeffs(x)                                         # (B, T, n), (B, T, D), (B, T, D)
         c = min(self.c, T)
         nc = -(-T // c)
         # the recursion runs in fp32 (no bf16 triangular solve, and it wants the precision)
         with torch.autocast(x.device.type, enabled=False):
-            A = skew(pad_chunks(lam.float(), nc, c) @ lag_weights(self.delays.float(), c, self.c - 1))
-            U = pad_chunks(U.float(), nc, c)
-            S = delay_scan(A, U) if S_causal is None else delay_read(A, U, S_causal)
-        y = self.out_proj(C_x * S.view(B, nc * c, -1)[:, :T].to(x.dtype))
+            A = skew(pad_chunks(lam.float(), nc, c) @ lag_weights(self.delays.float(), c, self.c - 1))  # (B, nc, c, 2c)
+            U = pad_chunks(U.float(), nc, c)                                 # (B, nc, c, D)
+            S = delay_scan(A, U) if S_causal is None else delay_read(A, U, S_causal)   # (B, nc, c, D)
+        y = self.out_proj(C_x * S.view(B, nc * c, -1)[:, :T].to(x.dtype))    # (B, T, D) -> (B, T, d)
         return y, (S if S_causal is None else S_causal)
 
     def step(self, x, ring, t):
@@ -233,7 +233,7 @@ class FFN(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x):
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))          # (B, T, d_ff) -> (B, T, d)
 
 
 class DraftLayer(nn.Module):
@@ -328,7 +328,8 @@ class Ripple(nn.Module):
     def forward(self, h, causal):
         kernels = self.kernels if causal else self.kernels_bi
         K = ripple_matrices([w * a for w, a in zip(self.w, kernels)], max(self.widths), causal)
-        return self.proj(chunk_conv(self.ln(h), K, len(self.widths), causal)) + self.w @ self.conv_bias
+        z = chunk_conv(self.ln(h), K, len(self.widths), causal)              # (B, T, n_w d)
+        return self.proj(z) + self.w @ self.conv_bias                        # (B, T, d)
 
     def step(self, h, buf):
         """One causal position: h (B, d); buf (B, max_s - 1, d) = the last LN(h) values."""
@@ -363,7 +364,8 @@ class Revision(nn.Module):
         half = self.window // 2
         c = max(half, 1)
         nc = -(-T // c)
-        kc = pad_chunks(emb, nc, c)
+        kc = pad_chunks(emb, nc, c)                                           # (B, nc, c, d)
+        # chunk i's keys: chunks i-1, i, i+1, (B, nc, 3c, d)
         keys = torch.cat([F.pad(kc, (0, 0, 0, 0, 1, 0))[:, :-1], kc, F.pad(kc, (0, 0, 0, 0, 0, 1))[:, 1:]], 2)
         qpos = torch.arange(nc * c, device=q.device).view(nc, c, 1)
         kpos = (torch.arange(nc, device=q.device) * c - c).view(nc, 1, 1) + torch.arange(3 * c, device=q.device)
@@ -373,7 +375,7 @@ class Revision(nn.Module):
         # a finite fill (exp underflows to exactly 0 all the same) and the mask again after the
         # softmax: a query without keys gets ctx = 0, never NaN, whose gradient would reach the weights
         att = att.masked_fill(~valid, torch.finfo(att.dtype).min).softmax(-1) * valid
-        ctx = (att @ keys).view(B, nc * c, d)[:, :T]
+        ctx = (att @ keys).view(B, nc * c, d)[:, :T]                          # (B, T, d)
         return torch.where(holes.unsqueeze(-1), self.gamma * self.addr_out(ctx), 0).to(q.dtype)
 
 
@@ -464,7 +466,7 @@ class FON(nn.Module):
                 'delay_shift': shift.mean().item(), 'delay_shift_max': shift.max().item()}
 
     def _embed(self, idx):
-        e = self.wte(idx)
+        e = self.wte(idx)                                                     # (B, T, d)
         h = e
         if self.pos_kernel is not None:
             h = h + temporal_conv_depthwise(e, self.pos_kernel)
@@ -488,7 +490,7 @@ class FON(nn.Module):
                     h = h + self.revision.gate * self.revision.ripple(h, causal=True)
         if fill:
             h = torch.where(holes.unsqueeze(-1), hh, h)
-        logits = self.lm_head(self.ln_f(h))
+        logits = self.lm_head(self.ln_f(h))                                   # (B, T, vocab)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
