@@ -1,9 +1,12 @@
 """
-Builds tests/fixtures/parcae_authors/ with the Parcae authors' own code: a tiny model of the released
-models' structure (parcae-small-140m's config at width 32, vocabulary 64: prelude, recurrent block and
-coda of 2 layers each, diagonal injection, prelude norm, QK norm, ReLU^2 MLP, value embeddings, tied
-head), saved as their save_pretrained writes a release (config.json with _class_name, model.pt), and
-its logits on a fixed input at num_recur 1, 2 and 4 with the initial states h_0 their forward drew.
+Builds tests/fixtures/parcae_authors/ with the Parcae authors' own code: two tiny models, each saved as
+their save_pretrained writes a release (config.json with _class_name, model.pt) with its logits on a
+fixed input at num_recur 1, 2 and 4 and the initial states h_0 their forward drew (expected.pt):
+released/ has the released models' structure (parcae-small-140m's config at width 32, vocabulary 64:
+prelude, recurrent block and coda of 2 layers each, diagonal injection, prelude norm, QK norm, ReLU^2
+MLP, value embeddings, tied head); variant/ the other paths a mapping takes (one layer each, SwiGLU,
+the linear injection, no prelude or QK norm, an untied head, and value-embedding gates that their code
+places apart from the tables). Beside them a tokenizer.json of their tokenizer's format.
 
     git clone https://github.com/sandyresearch/parcae /tmp/parcae-authors
     pip install tokenizers     # the tiny tokenizer; their code itself needs only torch here
@@ -37,6 +40,10 @@ CONFIG = dict(name='parcae-fixture', block_size=64, vocab_size=64, padding_multi
               n_layers_in_prelude=2, n_layers_in_coda=2, mean_recurrence=8,
               sampling_scheme='poisson-truncated-full', mean_backprop_depth=4,
               recurrent_iteration_method='per-sequence', attn_impl='sdpa')
+VARIANT = dict(CONFIG, intermediate_size=32, recurrent_intermediation_embedding_dimension=32, tie_embeddings=False,
+               mlp_class_name='GatedMLP', nonlin_name='SiLU', qk_norm=False, prelude_norm=False,
+               init_strategy='scaled', injection_type='linear', n_layers_in_recurrent_block=1,
+               n_layers_in_prelude=1, n_layers_in_coda=1)
 
 
 def tokenizer(vocab_size):
@@ -80,41 +87,46 @@ def main(argv=None):
         print(f"error: --authors={args.authors} is not a checkout of sandyresearch/parcae "
               "(no parcae_lm/models/parcae/parcae.py)", file=sys.stderr)
         sys.exit(2)
+    try:
+        import tokenizers  # noqa: F401 (tokenizer() below)
+    except ImportError:
+        print("error: the tiny tokenizer needs the tokenizers package (pip install tokenizers)", file=sys.stderr)
+        sys.exit(2)
     sys.path.insert(0, os.path.abspath(args.authors))
     import parcae_lm
     from parcae_lm.models.parcae.config import ParcaeConfig
 
-    torch.manual_seed(0)
-    model = ParcaeConfig(**CONFIG).construct_model()
-    redraw(model)
-    model.eval()
     tok = tokenizer(CONFIG['vocab_size'])
     ids = tok.encode(TEXT).ids[:32]
     idx = torch.tensor([ids[:16], ids[16:32]])                    # (2, 16)
-
-    h0s = []   # their eval draws h_0 afresh every forward: kept, so that a test can feed the same
-    draw = model.initialize_state
-    model.initialize_state = lambda e: h0s.append(draw(e)) or h0s[-1]
-    expected = {'idx': idx}
-    for T in DEPTHS:
-        with torch.no_grad():
-            out = model(idx, return_logits=True, num_steps_pair=torch.tensor([T, 0]))   # T steps, k = 0
-        expected[f'logits_{T}'], expected[f'h0_{T}'] = out['logits'], h0s[-1]
-    del model.initialize_state
-
     os.makedirs(args.out, exist_ok=True)
-    parcae_lm.save_pretrained(model, args.out)                    # config.json, model.pt
-    torch.save(expected, os.path.join(args.out, 'expected.pt'))
     tok.save(os.path.join(args.out, 'tokenizer.json'))
+    for name, config in (('released', CONFIG), ('variant', VARIANT)):
+        torch.manual_seed(0)
+        model = ParcaeConfig(**config).construct_model()
+        redraw(model)
+        model.eval()
+        h0s = []   # their eval draws h_0 afresh every forward: kept, so that a test can feed the same
+        draw = model.initialize_state
+        model.initialize_state = lambda e: h0s.append(draw(e)) or h0s[-1]
+        expected = {'idx': idx}
+        for T in DEPTHS:
+            with torch.no_grad():
+                out = model(idx, return_logits=True, num_steps_pair=torch.tensor([T, 0]))   # T steps, k = 0
+            expected[f'logits_{T}'], expected[f'h0_{T}'] = out['logits'], h0s[-1]
+        del model.initialize_state
+        parcae_lm.save_pretrained(model, os.path.join(args.out, name))   # config.json, model.pt
+        torch.save(expected, os.path.join(args.out, name, 'expected.pt'))
     commit = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=args.authors, capture_output=True,
                             text=True).stdout.strip() or 'unknown'
     with open(os.path.join(args.out, 'README.md'), 'w') as f:
-        f.write(f"A tiny Parcae (parcae-small-140m's structure at width 32, vocabulary 64) built and run with the\n"
-                f"authors' code, sandyresearch/parcae at commit {commit}, by `python -m tools.parcae_fixture`.\n"
-                f"config.json and model.pt are what their save_pretrained writes; expected.pt holds the input ids,\n"
-                f"and the logits at num_recur {', '.join(map(str, DEPTHS))} with the h_0 each forward drew (float32, CPU, SDPA);\n"
-                f"tokenizer.json is a {CONFIG['vocab_size']}-entry byte-level BPE in their tokenizer's format.\n")
-    sizes = {f: os.path.getsize(os.path.join(args.out, f)) for f in sorted(os.listdir(args.out))}
+        f.write("Two tiny Parcae models built and run with the authors' code (sandyresearch/parcae at commit\n"
+                f"{commit}) by `python -m tools.parcae_fixture`: released/ of the released models' structure,\n"
+                "variant/ the other mapped paths. config.json and model.pt as their save_pretrained writes them;\n"
+                f"expected.pt: input ids, logits at num_recur {', '.join(map(str, DEPTHS))} and the h_0 each run drew (float32, CPU, SDPA).\n"
+                f"tokenizer.json: a {CONFIG['vocab_size']}-entry byte-level BPE in their tokenizer's format (Hugging Face tokenizers).\n")
+    sizes = {os.path.relpath(os.path.join(d, f), args.out): os.path.getsize(os.path.join(d, f))
+             for d, _, files in os.walk(args.out) for f in sorted(files)}
     print(json.dumps(sizes))
 
 
