@@ -3,29 +3,39 @@ Generate or infill text with a trained model.
 
     python sample.py --out_dir=out --start="ROMEO:" --num_samples=3 --max_new_tokens=200
     python sample.py --out_dir=out-parcae_140m --start=FILE:prompt.txt --num_recur=16   # a model knob
-    python sample.py --out_dir=out --infill=True --start="The [MASK] sat on the mat."
+    python sample.py --out_dir=out --infill=True --start="add 12+34 = [MASK]" --candidates="46|64|4"
 
 Any --key=value that is not a key below is a knob of the model's forward (Parcae num_recur,
 TextNCA Ts, ...). Models with an incremental decode path (KV cache, FON's and Mamba2's O(1)
 recurrent state) decode every token through it, at any length; a model with a learned position
-table (GPT pos='learned', TextNCA) crops to the table's rows past it and says so once. Infilling: a model whose forward takes `holes` (FON) fills every MASK
-marker through its revision organ, one token per marker; any other (causal) model fills the span
-between prefix and suffix by ranking candidate spans on the likelihood of prefix + span + suffix
-(candidates from --candidates="a|b|c", else --num_candidates spans sampled after the prefix).
+table (GPT pos='learned', TextNCA) crops to the table's rows past it and says so once. One sample
+streams its text as its tokens come; Ctrl-C or SIGTERM prints what was generated so far and exits
+130 / 143.
+
+Infilling (docs/sampling.md): --candidates="a|b|c" are ranked, every one printed with the score
+that decided, best first. A causal model scores a candidate with the text after the marker, by
+mean log-likelihood per character of candidate + that text (a sum would favour the shortest);
+FON scores it through its revision organ, the candidate's tokens as holes read from both sides,
+mean log-probability per character. Without candidates a causal model draws --num_candidates
+spans of --span_tokens (default 8) after the prefix and ranks them so; FON fills every marker
+with --span_tokens holes (default 1), --num_samples times. A setting the chosen path does not
+read, or two that contradict each other, stop with one line.
 
 It runs on the device the run trained on where this machine has it (else cuda > mps > cpu), under
 bfloat16 autocast on a GPU that supports it (--dtype, --device, --compile=True to choose).
 """
+import contextlib
 import os
+import signal
 import sys
 
 import torch
 import torch.nn.functional as F
 
-import configurator
 from configurator import ConfigError, check, parse_args
 from prepare_data import DataError, get_tokenizer, tokenizer_problem
 from models import DEPTH_KNOBS, check_device, check_knobs, resolve_device
+import run_folder
 from run_folder import load_checkpoint
 
 DEFAULTS = dict(
@@ -42,9 +52,10 @@ DEFAULTS = dict(
     compile=False,             # torch.compile the model's forward (the decode_step path stays eager)
     infill=False,
     mask='[MASK]',             # the infill marker in --start
-    candidates='',             # causal infill: '|'-separated candidate spans
-    num_candidates=16,         # causal infill: spans sampled when no candidates are given
-    span_tokens=8,             # causal infill: length of a sampled span
+    candidates='',             # infill: '|'-separated candidate spans, each scored (one marker)
+    num_candidates=16,         # causal infill without candidates: spans drawn after the prefix
+    span_tokens=None,          # infill without candidates: tokens per span (None: 8 drawn by a causal
+                               # model; 1 hole per marker for FON, as it was trained)
     max_depth=1000,            # a loop depth (num_recur, Ts) above this stops with a line: raise it to run deeper
 )
 
@@ -73,12 +84,21 @@ def position_rows(model):
     return None
 
 
+NOTES = set()   # the notes this process has printed: each once per run, however many samples
+
+
+def note_once(msg):
+    if msg not in NOTES:
+        NOTES.add(msg)
+        print(msg, file=sys.stderr)
+
+
 @torch.no_grad()
-def generate(model, idx, n, temperature, top_k, g, knobs):
-    """idx (B, T) -> (B, T + n). Every token goes through decode_step (FON's and Mamba2's O(1)
-    state, KV caches) whenever the model has one and no learned position table to outgrow; a
-    model with a table decodes while the text fits it, and past it says once that it crops to the
-    table's last rows, one full forward per token."""
+def generate_steps(model, idx, n, temperature, top_k, g, knobs):
+    """Yields the n new tokens after idx (B, T), one (B,) column at a time. Every token goes through
+    decode_step (FON's and Mamba2's O(1) state, KV caches) whenever the model has one and no learned
+    position table to outgrow; a model with a table decodes while the text fits it, and past it says
+    once that it crops to the table's last rows, one full forward per token."""
     if knobs.get('causal') is False:
         raise ConfigError("causal=False is a non-generative (bidirectional) reading; generation is causal")
     rows = position_rows(model)
@@ -87,24 +107,96 @@ def generate(model, idx, n, temperature, top_k, g, knobs):
         state = model.decode_init(idx.size(0), idx.device, **step_knobs)
         for t in range(idx.size(1)):
             logits, state = model.decode_step(idx[:, t], state, **step_knobs)
-        out = [idx]
         for i in range(n):
             nxt = sample_logits(logits, temperature, top_k, g)
-            out.append(nxt[:, None])
+            yield nxt
             if i < n - 1:
                 logits, state = model.decode_step(nxt, state, **step_knobs)
-        return torch.cat(out, dim=1)
+        return
     crop = rows or model.config.block_size
     if idx.size(1) + n > crop:
         why = f"its learned position table has {rows} rows" if rows else "it has no incremental decode path"
-        print(f"note: {type(model).__name__} sees only the last {crop} tokens of a longer text ({why}); "
-              f"one full forward per token", file=sys.stderr)
+        note_once(f"note: {type(model).__name__} sees only the last {crop} tokens of a longer text ({why}); "
+                  f"one full forward per token")
     for _ in range(n):
         logits, _ = model(idx[:, -crop:], **knobs)
-        idx = torch.cat([idx, sample_logits(logits[:, -1], temperature, top_k, g)[:, None]], dim=1)
-    return idx
+        nxt = sample_logits(logits[:, -1], temperature, top_k, g)
+        idx = torch.cat([idx, nxt[:, None]], dim=1)
+        yield nxt
 
 
+def generate(model, idx, n, temperature, top_k, g, knobs):
+    """idx (B, T) -> (B, T + n): generate_steps' tokens after idx."""
+    return torch.cat([idx] + [t[:, None] for t in generate_steps(model, idx, n, temperature, top_k, g, knobs)], 1)
+
+
+@contextlib.contextmanager
+def held(*signals):
+    """Delivers these signals only once the block is done (where the OS can hold them)."""
+    if not hasattr(signal, 'pthread_sigmask'):
+        yield
+        return
+    was = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, was)
+
+
+def streamer(decode):
+    """show(ids, final): prints the text of ids not printed yet, flushed. A tokenizer may split a
+    character's bytes across tokens (GPT-2, bytes): the running text is decoded whole and a trailing
+    U+FFFD, a character whose bytes are not all out yet, waits for the next token."""
+    shown = ''
+
+    def show(ids, final=False):
+        nonlocal shown
+        text = decode(ids)
+        stable = text if final else text.rstrip('\ufffd')
+        new = stable[len(shown):] if stable.startswith(shown) else ('\n' + stable if final else '')
+        if new:
+            with held(signal.SIGINT, signal.SIGTERM, signal.SIGHUP):   # a stop waits: printed is shown
+                print(new, end='', flush=True)
+                shown = stable
+    return show
+
+
+def run_generate(model, encode, decode, start, args, g, knobs):
+    """Prints --num_samples continuations of start; one streams as it comes. Ctrl-C or SIGTERM
+    prints what was generated so far before the stop goes on to main."""
+    ids = encode(start, 'the prompt')
+    if not ids:
+        raise ConfigError("--start encodes to no tokens")
+    rows = [list(ids) for _ in range(args['num_samples'])]
+    show = streamer(decode) if len(rows) == 1 else None
+    if show:
+        show(rows[0])
+    idx = torch.tensor(rows, device=args['device'])
+    try:
+        for nxt in generate_steps(model, idx, args['max_new_tokens'], args['temperature'], args['top_k'], g, knobs):
+            for row, t in zip(rows, nxt.tolist()):
+                row.append(t)
+            if show:
+                show(rows[0])
+    except KeyboardInterrupt as e:
+        e.so_far = f" after {len(rows[0]) - len(ids)} of {args['max_new_tokens']} new tokens (printed)"
+        print_samples(rows, decode, show)
+        raise
+    print_samples(rows, decode, show)
+
+
+def print_samples(rows, decode, show):
+    if show:
+        show(rows[0], final=True)
+        print()
+        print('---------------', flush=True)
+        return
+    for row in rows:
+        print(decode(row))
+        print('---------------', flush=True)
+
+
+# ----------------------------------------------------------------------------- infilling
 @torch.no_grad()
 def sequence_logprob(model, ids, score_from, knobs):
     """Sum of log p(ids[t] | ids[<t]) for t >= score_from, per row of ids (B, T)."""
@@ -113,54 +205,89 @@ def sequence_logprob(model, ids, score_from, knobs):
     return lp[:, score_from - 1:].sum(-1)
 
 
-def infill_causal(model, encode, decode, prefix, suffix, args, g, knobs, dev):
-    """Rank candidate spans by log p(prefix + span + suffix): the best span is the one that makes
-    the whole text most likely, so the suffix is taken into account although the model is causal."""
-    pre = encode(prefix) or encode('\n')
-    if args['candidates']:
-        spans = [encode(c) for c in args['candidates'].split('|')]
-    else:
-        idx = torch.tensor([pre] * args['num_candidates'], device=dev)
-        gen = generate(model, idx, args['span_tokens'], args['temperature'] or 1.0, args['top_k'], g, knobs)
-        spans = [row[len(pre):].tolist() for row in gen]
-    suf = encode(suffix)
+def per_char(total, text):
+    """A log-likelihood per character of the text it scores: candidates of any length (and any
+    tokenization of them) compare on one scale; a sum would rank the shortest first."""
+    return total / max(len(text), 1)
+
+
+def infill_causal(model, encode, decode, prefix, suffix, spans, args, knobs):
+    """[(score, span text)] best first: a span's score is the mean log-likelihood per character of
+    span + suffix after the prefix. The suffix is scored too: a causal model reads the span only
+    from the left, so what follows the marker must be made likely by it."""
+    pre = encode(prefix, 'the prompt') or encode('\n', 'the prompt')
+    suf = encode(suffix, 'the prompt')
     scored = []
     for span in spans:
         check_length(model, len(pre + span + suf) - 1, "the infill text (prefix + span + suffix)")
-        ids = torch.tensor([pre + span + suf], device=dev)
-        scored.append((sequence_logprob(model, ids, len(pre), knobs).item(), span))
-    scored.sort(key=lambda s: -s[0])
-    return [(lp, decode(span)) for lp, span in scored]
+        ids = torch.tensor([pre + span + suf], device=args['device'])
+        total = sequence_logprob(model, ids, len(pre), knobs).item()
+        scored.append((per_char(total, decode(span + suf)), decode(span)))
+    return sorted(scored, key=lambda s: -s[0])
 
 
-def infill_holes(model, encode, decode, parts, mask_id, args, g, knobs, dev):
-    """One token per marker, predicted at the hole from both sides (FON's revision organ)."""
+def draw_spans(model, encode, prefix, args, g, knobs):
+    """--num_candidates spans of --span_tokens tokens sampled after the prefix (one, greedy, at
+    temperature 0)."""
+    pre = encode(prefix, 'the prompt') or encode('\n', 'the prompt')
+    idx = torch.tensor([pre] * args['num_candidates'], device=args['device'])
+    gen = generate(model, idx, args['span_tokens'], args['temperature'], args['top_k'], g, knobs)
+    return [row[len(pre):].tolist() for row in gen]
+
+
+def holed(encode, parts, spans, mask_id):
+    """(ids, holes) of the parts with spans[i] holes between parts i and i+1."""
     ids, holes = [], []
     for i, part in enumerate(parts):
-        toks = encode(part)
+        toks = encode(part, 'the prompt')
         ids += toks
         holes += [False] * len(toks)
         if i < len(parts) - 1:
-            ids.append(mask_id)
-            holes.append(True)
+            ids += [mask_id] * spans[i]
+            holes += [True] * spans[i]
+    return ids, holes
+
+
+@torch.no_grad()
+def infill_holes(model, encode, decode, parts, mask_id, args, g, knobs):
+    """--span_tokens holes per marker, each token predicted at its hole from both sides (FON's
+    revision organ), all in one forward."""
+    ids, holes = holed(encode, parts, [args['span_tokens']] * (len(parts) - 1), mask_id)
     check_length(model, len(ids), "the infill text")
-    idx = torch.tensor([ids], device=dev)
-    hole_mask = torch.tensor([holes], device=dev)
+    idx = torch.tensor([ids], device=args['device'])
+    hole_mask = torch.tensor([holes], device=args['device'])
     logits, _ = model(idx, holes=hole_mask, **knobs)
-    fill = sample_logits(logits[0][hole_mask[0]], args['temperature'], args['top_k'], g)
-    idx[hole_mask] = fill
+    logits[..., mask_id] = float('-inf')   # a hole is filled with text, never with the MASK again
+    idx[hole_mask] = sample_logits(logits[0][hole_mask[0]], args['temperature'], args['top_k'], g)
     return decode(idx[0].tolist())
 
 
-def check_ids(ids, model, meta, decode):
-    """Prompt ids the model has embeddings for: the battery's MASK token ('_') is outside a
-    causal model's vocabulary."""
+@torch.no_grad()
+def rank_holes(model, encode, decode, prefix, suffix, spans, mask_id, args, knobs):
+    """[(score, span text)] best first: a candidate's tokens become holes (as many as it has) and
+    its score is the mean log-probability per character of those tokens at their holes, each read
+    from both sides by the revision organ."""
+    scored = []
+    for span in spans:
+        ids, holes = holed(encode, [prefix, suffix], [len(span)], mask_id)
+        check_length(model, len(ids), "the infill text (prefix + candidate + suffix)")
+        hole_mask = torch.tensor([holes], device=args['device'])
+        logits, _ = model(torch.tensor([ids], device=args['device']), holes=hole_mask, **knobs)
+        lp = torch.log_softmax(logits[0][hole_mask[0]].float(), -1)
+        total = lp.gather(-1, torch.tensor(span, device=lp.device)[:, None]).sum().item()
+        scored.append((per_char(total, decode(span)), decode(span)))
+    return sorted(scored, key=lambda s: -s[0])
+
+
+def check_ids(ids, model, meta, what):
+    """Ids the model has embeddings for: the battery's MASK token ('_') is outside a causal
+    model's vocabulary."""
     vocab = model.config.vocab_size
     bad = [i for i in ids if i >= vocab]
     if bad:
         tok = meta.get('mask_token') if bad[0] == meta.get('mask_id') else None
-        what = f"the MASK token {tok!r} (id {bad[0]})" if tok else f"token id {bad[0]}"
-        raise ConfigError(f"the prompt holds {what}, outside this {type(model).__name__}'s vocabulary of {vocab}: "
+        tok_what = f"the MASK token {tok!r} (id {bad[0]})" if tok else f"token id {bad[0]}"
+        raise ConfigError(f"{what} holds {tok_what}, outside this {type(model).__name__}'s vocabulary of {vocab}: "
                           f"drop it" + (", or mark a hole with --infill=True --mask=..." if tok else ""))
     return ids
 
@@ -181,14 +308,22 @@ def check_depth(knobs, max_depth):
                               f"pass --max_depth={knobs[k]} to run it anyway")
 
 
+SEED_MAX = 2 ** 64 - 1   # torch.Generator.manual_seed's largest seed
+
+
 def check_args(args):
     """Option values sample.py cannot use stop here with what is accepted."""
-    for k in ('num_samples', 'num_candidates', 'span_tokens'):
+    for k in ('num_samples', 'num_candidates'):
         if args[k] < 1:
             raise ConfigError(f"{k} must be >= 1, got {args[k]!r}")
+    span = args['span_tokens']
+    if span is not None and (not isinstance(span, int) or isinstance(span, bool) or span < 1):
+        raise ConfigError(f"span_tokens must be None or an integer >= 1, got {span!r}")
     for k in ('max_new_tokens', 'temperature', 'top_k'):
         if args[k] < 0:
             raise ConfigError(f"{k} must be >= 0, got {args[k]!r}")
+    if not 0 <= args['seed'] <= SEED_MAX:
+        raise ConfigError(f"seed must be an integer from 0 to 2**64 - 1 ({SEED_MAX}), got {args['seed']}")
     if not args['mask']:
         raise ConfigError("mask must be a non-empty marker such as [MASK]")
     if args['dtype'] not in ('auto', 'float32', 'bfloat16', 'float16'):
@@ -199,6 +334,51 @@ def check_args(args):
         check_device(args['device'])
     if args['max_depth'] < 1:
         raise ConfigError(f"max_depth must be >= 1, got {args['max_depth']!r}")
+
+
+# What each way of answering reads beyond the keys every one reads (out_dir, start, seed, device,
+# dtype, compile, max_depth, infill): a key given for another way would be silently ignored.
+READS = {
+    'generate': ('num_samples', 'max_new_tokens', 'temperature', 'top_k'),
+    'rank': ('mask', 'candidates'),
+    'draw': ('mask', 'num_candidates', 'span_tokens', 'temperature', 'top_k'),
+    'fill': ('mask', 'num_samples', 'span_tokens', 'temperature', 'top_k'),
+}
+WAYS = {
+    'generate': 'generation (--infill=False)',
+    'rank': 'infill with --candidates (every candidate is scored and printed, best first)',
+    'draw': "a causal model's infill without --candidates (--num_candidates spans of --span_tokens drawn and ranked)",
+    'fill': "FON's infill without --candidates (--span_tokens holes per marker, --num_samples times)",
+}
+
+
+def infill_way(model, args):
+    if not args['infill']:
+        return 'generate'
+    if args['candidates']:
+        return 'rank'
+    return 'fill' if 'holes' in model.knobs else 'draw'
+
+
+def check_way(way, args, given):
+    """One line for a key the way does not read, or for settings that contradict each other;
+    the way's defaults filled in (span_tokens, num_candidates at temperature 0)."""
+    for k in given:
+        if k in DEFAULTS and k not in READS[way] and any(k in r for r in READS.values()):
+            raise ConfigError(f"{k} does not apply to {WAYS[way]}: it reads {', '.join(READS[way])}; drop {k}")
+    greedy = 'temperature' in READS[way] and args['temperature'] == 0
+    if greedy and 'top_k' in given:
+        raise ConfigError("top_k does nothing at temperature=0 (greedy): drop one of them")
+    if greedy and args['num_samples'] > 1 and 'num_samples' in READS[way]:
+        raise ConfigError(f"temperature=0 (greedy) gives the same text every time: num_samples={args['num_samples']} "
+                          f"needs a temperature > 0, or pass --num_samples=1")
+    if greedy and way == 'draw':
+        if 'num_candidates' in given and args['num_candidates'] > 1:
+            raise ConfigError(f"temperature=0 (greedy) draws the same span every time: num_candidates="
+                              f"{args['num_candidates']} needs a temperature > 0, or pass --num_candidates=1")
+        args['num_candidates'] = 1
+    if args['span_tokens'] is None:
+        args['span_tokens'] = 1 if way == 'fill' else 8
 
 
 def best_device():
@@ -235,12 +415,17 @@ def load_model(args):
 
 
 def check_model(model, ckpt, knobs, args):
-    """Stops with one line where the knobs are not the model's, a depth is above max_depth, or the
-    run is a bidirectional encoder, which sample.py cannot read causally."""
+    """Stops with one line where the knobs are not the model's or not sample.py's to set, a depth
+    is above max_depth, or the run is a bidirectional encoder, which sample.py cannot read causally."""
     bad = [k for k in knobs if k not in model.knobs]
     if bad:
         raise ConfigError(f"unknown key(s) {', '.join(bad)}: neither a sample.py key ({', '.join(DEFAULTS)}) "
                           f"nor a knob of the {ckpt['model_name']} model ({', '.join(model.knobs) or 'none'})")
+    if 'holes' in knobs:
+        raise ConfigError("holes is not set by hand: --infill=True makes a hole of every --mask marker in --start")
+    if knobs.get('causal') is False:
+        raise ConfigError("causal=False is a non-generative (bidirectional) reading, and sample.py generates and "
+                          "scores causally: drop it")
     check_knobs(knobs)
     check_depth(knobs, args['max_depth'])
     if ckpt['config'].get('causal', True) is False:
@@ -250,8 +435,8 @@ def check_model(model, ckpt, knobs, args):
 
 
 def read_tokenizer(model, ckpt, out_dir):
-    """(meta, encode, decode) of the checkpoint's tokenizer; encode stops with one line on text the
-    tokenizer cannot encode or ids the model has no row for."""
+    """(meta, encode, decode) of the checkpoint's tokenizer; encode(text, what) stops with one line
+    on text the tokenizer cannot encode or ids the model has no row for."""
     meta = ckpt.get('meta')
     if not isinstance(meta, dict) or 'tokenizer' not in meta:
         raise ConfigError(f"the checkpoint in {out_dir} carries no tokenizer (meta['tokenizer']): "
@@ -260,12 +445,12 @@ def read_tokenizer(model, ckpt, out_dir):
         raise ConfigError(f"the checkpoint in {out_dir} cannot decode: its meta {tokenizer_problem(meta)}")
     encode_raw, decode = get_tokenizer(meta)
 
-    def encode(text):  # characters outside a char vocabulary: one line, not a traceback
+    def encode(text, what):  # characters outside a char vocabulary: one line, not a traceback
         try:
             ids = encode_raw(text)
         except ValueError as e:
-            raise ConfigError(f"the prompt cannot be encoded with the {meta['tokenizer']} tokenizer: {e}")
-        return check_ids(ids, model, meta, decode)
+            raise ConfigError(f"{what} cannot be encoded with the {meta['tokenizer']} tokenizer: {e}")
+        return check_ids(ids, model, meta, what)
     return meta, encode, decode
 
 
@@ -284,29 +469,79 @@ def read_start(start):
     return start
 
 
+def hole_id(model, ckpt, meta, knobs):
+    """The MASK id FON's holes hold, where the model has a row for it and its revision organ runs."""
+    mask_id = ckpt['config'].get('mask_id')
+    mask_id = meta.get('mask_id', meta['vocab_size']) if mask_id is None else mask_id
+    if mask_id >= model.config.vocab_size:
+        raise ConfigError(f"the model has {model.config.vocab_size} embedding rows, no row for the MASK id "
+                          f"{mask_id}, and a fine-tune cannot add one: train with holes from the start "
+                          f"(train.py --p_fill=0.5 sizes the vocabulary for the MASK id)")
+    if (knobs.get('coupling') or model.config.coupling) == 'AR':
+        raise ConfigError("coupling=AR runs the drafting stream only, whose logits at a hole predict the token "
+                          "after it: FON fills holes with coupling=OD or PC")
+    return mask_id
+
+
+def read_candidates(text, encode, mask_id):
+    """The --candidates spans as token ids: each some text the tokenizer encodes, none the MASK id."""
+    spans = []
+    for i, c in enumerate(text.split('|')):
+        if not c:
+            raise ConfigError(f"candidate {i + 1} of {text!r} is empty: every candidate must be some text "
+                              f"(to try a fill of nothing, write the prompt without the marker)")
+        ids = encode(c, f"candidate {c!r}")
+        if mask_id in ids:
+            raise ConfigError(f"candidate {c!r} holds the MASK token: a candidate is text to score")
+        spans.append(ids)
+    return spans
+
+
+def print_ranked(scored, parts, how):
+    print(f"candidates ranked by {how} (higher is better), best first:")
+    for score, span in scored:
+        print(f"{score:9.4f}  {parts[0]}{span}{parts[1]}")
+        print('---------------')
+
+
 def infill(model, ckpt, meta, encode, decode, start, args, g, knobs):
-    """Prints --num_samples infills of the MASK markers in start: through the model's holes where
-    its forward takes them (FON), else one span ranked by likelihood."""
-    dev = args['device']
+    """Fills the --mask markers in start the way infill_way picks: candidates ranked (FON through
+    its holes, another model causally), spans drawn and ranked (causal), holes filled (FON)."""
     parts = start.split(args['mask'])
     if len(parts) < 2:
         raise ConfigError(f"--infill needs the marker {args['mask']!r} in --start")
-    if 'holes' in model.knobs:
-        mask_id = ckpt['config'].get('mask_id')
-        mask_id = meta.get('mask_id', meta['vocab_size']) if mask_id is None else mask_id
-        if mask_id >= model.config.vocab_size:
-            raise ConfigError(f"the model has {model.config.vocab_size} embedding rows, no row for the MASK id "
-                              f"{mask_id}, and a fine-tune cannot add one: train with holes from the start "
-                              f"(train.py --p_fill=0.5 sizes the vocabulary for the MASK id)")
+    fon = 'holes' in model.knobs
+    mask_id = hole_id(model, ckpt, meta, knobs) if fon else None
+    if len(parts) > 2 and (args['candidates'] or not fon):
+        who = "candidates fill" if args['candidates'] else f"a causal model ({type(model).__name__}) fills"
+        raise ConfigError(f"{who} one span: put exactly one marker {args['mask']!r} in --start, not {len(parts) - 1}")
+    if fon and not args['candidates']:
         for _ in range(args['num_samples']):
-            print(infill_holes(model, encode, decode, parts, mask_id, args, g, knobs, dev))
+            print(infill_holes(model, encode, decode, parts, mask_id, args, g, knobs))
             print('---------------')
         return
-    if len(parts) > 2:
-        raise ConfigError("a causal model fills one span: put exactly one marker in --start")
-    for lp, span in infill_causal(model, encode, decode, parts[0], parts[1], args, g, knobs, dev)[:args['num_samples']]:
-        print(f"{lp:9.3f}  {parts[0]}{span}{parts[1]}")
-        print('---------------')
+    if fon:
+        spans = read_candidates(args['candidates'], encode, mask_id)
+        print_ranked(rank_holes(model, encode, decode, parts[0], parts[1], spans, mask_id, args, knobs), parts,
+                     "FON's revision organ: mean log-probability per character of the candidate's tokens as "
+                     "holes, each read from both sides")
+        return
+    if args['candidates']:
+        spans = read_candidates(args['candidates'], encode, mask_id)
+    else:
+        spans = draw_spans(model, encode, parts[0], args, g, knobs)
+    print_ranked(infill_causal(model, encode, decode, parts[0], parts[1], spans, args, knobs), parts,
+                 "mean log-likelihood per character of the span and the text after the marker, after the text "
+                 "before it (causal)")
+
+
+def interrupted(e):
+    """Ctrl-C, SIGTERM or SIGHUP (run_folder.stop carries its number): one line, exit 128 + the
+    signal's number (130, 143, 129), as train.py does."""
+    signum = getattr(e, 'signum', signal.SIGINT)
+    how = '' if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+    print(f"interrupted{how}{getattr(e, 'so_far', '')}", file=sys.stderr)
+    sys.exit(128 + int(signum))
 
 
 def main(argv):
@@ -318,6 +553,7 @@ def main(argv):
         model, ckpt, autocast = load_model(args)
         knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
         check_model(model, ckpt, knobs, args)
+        check_way(infill_way(model, args), args, given)
         meta, encode, decode = read_tokenizer(model, ckpt, args['out_dir'])
         start = read_start(args['start'])
         model.eval()
@@ -328,24 +564,16 @@ def main(argv):
         torch.manual_seed(args['seed'])
         if args['infill']:
             infill(model, ckpt, meta, encode, decode, start, args, g, knobs)
-            return
-        ids = encode(start)
-        if not ids:
-            raise ConfigError("--start encodes to no tokens")
-        idx = torch.tensor([ids] * args['num_samples'], device=args['device'])
-        out = generate(model, idx, args['max_new_tokens'], args['temperature'], args['top_k'], g, knobs)
-        for row in out:
-            print(decode(row.tolist()))
-            print('---------------')
+        else:
+            run_generate(model, encode, decode, start, args, g, knobs)
     except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except BrokenPipeError:   # | head: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as e:
+        interrupted(e)
     except (TypeError, ValueError) as e:   # a knob value the model rejects
         if not knobs:
             raise
@@ -355,5 +583,7 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    configurator.stop_on_signals()   # SIGTERM, SIGHUP: as Ctrl-C
+    for sig in (signal.SIGTERM, signal.SIGHUP):   # as Ctrl-C, with the signal's number; one ignored stays so (nohup)
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, run_folder.stop)
     main(sys.argv[1:])
