@@ -68,7 +68,6 @@ def parcae_reference(model, idx, T, backprop_depth=None, h0=None):
     return m.lm_head(m.ln_f(x))                                             # (B, L, vocab)
 
 
-
 @dataclass
 class ParcaeConfig:
     block_size: int = 1024
@@ -287,9 +286,10 @@ INJECTIONS = {'diagonal': DiagonalInjection, 'linear': LinearInjection}
 
 
 # ---------------------------------------------------------------- fast path: per-sequence depths, a sorted prefix
-# Under torch.compile the loop runs eagerly and calls the compiled recurrent block (Parcae._step)
-# once a step; the helpers it calls run eagerly too (a function called from the loop would
-# otherwise compile on its own).
+# Training draws a depth per sequence; with the batch sorted by depth the sequences still looping
+# are a prefix, and each step runs R on that prefix alone. Under torch.compile the loop runs eagerly
+# and calls the compiled recurrent block (Parcae._step) once a step; the helpers it calls run
+# eagerly too (a function called from the loop would otherwise compile on its own).
 
 @torch.compiler.disable
 def mark_batch_dynamic(*tensors):
