@@ -1,35 +1,27 @@
 """
 Prepare a dataset: data/<dir>/{train.bin, val.bin[, test.bin], meta.json}.
 
-    python prepare_data.py NAME [--tokenizer gpt2|byte|char] [--input FILE] [--out_dir data]
-                                [--seed N] [--url BASE] [--vocab N] ...
+    python prepare_data.py NAME [--tokenizer gpt2|byte|char] [--input FILE] [--out_dir data] [--url BASE] ...
 
-The .bin files are flat np.uint16 token streams (np.memmap them, as nanoGPT). meta.json, written
-last so that a folder with one is complete, holds tokenizer ('gpt2' | 'byte' | 'char'), vocab_size
-(the real symbols, ids 0..vocab_size-1), itos/stoi (char), bpe_vocab (gpt2 with --vocab), mask_id
-(the battery's reserved MASK id = vocab_size, so a model that fills holes needs vocab_size + 1
-rows), source, the split and the token counts. get_tokenizer(meta) -> (encode, decode).
+The .bin files are flat np.uint16 token streams (np.memmap them, as nanoGPT). meta.json, written last so
+that a folder with one is complete, holds the tokenizer, vocab_size (ids 0..vocab_size-1), itos/stoi
+(char), bpe_vocab (gpt2 --vocab N), mask_id (the battery's MASK id = vocab_size: a model that fills holes
+needs vocab_size + 1 rows), source, split and token counts. get_tokenizer(meta) -> (encode, decode).
 
-NAME is a row of SOURCES, each read by its own small function (its docstring says how it splits):
-shakespeare_char, shakespeare, wikitext103, enwik8, tinystories, fineweb_edu (needs the optional
-extra pyarrow), and battery.py's offline datasets (synthetic: what `python train.py` uses; hops,
-hops1 ... hops5: the depth task and its curriculum), or any plain folder name with --input FILE (a
-local text file, first 90% train (--val_frac), char). --input also reads a named source's download
-offline (wikitext-103-raw-v1.zip or its folder, enwik8.zip or enwik8, the TinyStories folder,
-parquet files). Downloads go to <out_dir>/downloads/ with a tqdm bar, resume a leftover .part with
-an HTTP Range request, and are checked against SHA256, the sha256 the HuggingFace Hub sends in
-X-Linked-Etag, or SIZES (enwik8 publishes no checksum). --url BASE (or PREPARE_DATA_URL) replaces
-the base URL (a mirror, the tests' local server), or is a one-file source's full URL.
+NAME is a row of SOURCES, read by its own function (its docstring says how it splits): shakespeare_char,
+shakespeare, wikitext103, enwik8, tinystories, fineweb_edu (needs pip install pyarrow), and battery.py's
+offline synthetic (what `python train.py` uses), hops, hops1 ... hops5; or any plain folder name with
+--input FILE (a local text file, char). --input also reads a source's download offline. Downloads go to
+<out_dir>/downloads/ with a tqdm bar, resume a .part with an HTTP Range request and are checked against
+SHA256, the sha256 the HuggingFace Hub sends (X-Linked-Etag) or SIZES (enwik8 publishes no checksum);
+--url BASE (or PREPARE_DATA_URL) names a mirror (the tests' local server), or a one-file source's URL.
 
-Tokenizers: gpt2 is tiktoken's GPT-2 BPE (50257 symbols, <|endoftext|> = 50256); --vocab N keeps
-its first N-1 merge ranks + <|endoftext|> = N-1, itself a valid BPE (--vocab 32768: the paper
-configs'). byte: 257 symbols, 256 ending each nonempty WikiText row and each fineweb_edu document
-(the causal workspace paper's encoding). char: the sorted set of the text's characters.
-The folder is data/NAME with the source's default tokenizer or a custom NAME, else
-data/NAME_<tokenizer> (NAME_gpt2_<N> with --vocab N): dataset_dirname().
-
-In-process: prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, ...) -> the folder;
-expected failures raise DataError (the command line prints `error: ...` and exits 2).
+Tokenizers: gpt2 is tiktoken's GPT-2 BPE; --vocab N keeps its first N-1 merge ranks + <|endoftext|> = N-1,
+itself a valid BPE (--vocab 32768: the paper configs'). byte: 257 symbols, 256 ending each nonempty
+WikiText row and fineweb_edu document (the causal workspace paper's encoding). char: the sorted set of
+the text's characters (nanoGPT's shakespeare_char). The folder is data/NAME with the source's default
+tokenizer or a custom NAME, else data/NAME_<tokenizer> (NAME_gpt2_<N> with --vocab N): dataset_dirname().
+In-process, prepare(name, ...) -> the folder; expected failures raise DataError (`error: ...`, exit 2).
 """
 import argparse
 import codecs
@@ -64,20 +56,18 @@ ROW_SEP = 256  # the byte tokenizer's row separator
 SHA256 = {'input.txt': '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed',
           'wikitext-103-raw-v1.zip': '91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794'}
 SIZES = {'input.txt': 1115394, 'wikitext-103-raw-v1.zip': 191984949, 'enwik8.zip': 36445475}
-# the causal workspace paper trains on the first 250M bytes of TinyStories (its --max-train-tokens)
-TRAIN_CAPS = {('tinystories', 'byte'): 250_000_000}
+TRAIN_CAPS = {('tinystories', 'byte'): 250_000_000}   # the causal workspace paper's --max-train-tokens
 
 
 class DataError(ConfigError):
-    """An expected failure (network, bad input, missing extra): one clear line, no traceback. A
-    ConfigError, so that train.py and the tools report it as they report a mistake of theirs."""
+    """An expected failure (network, bad input, missing extra): one line, no traceback; a ConfigError,
+    so that train.py and the tools report it as a mistake of their own."""
 
 
 def check_name(name):
     """A dataset is a plain folder under data/: train.py's --dataset and prepare's NAME."""
     if not isinstance(name, str) or not re.fullmatch(r'[A-Za-z0-9_-][A-Za-z0-9_.-]*', name):
-        raise DataError(f'dataset name {name!r} must be a plain folder name: letters, digits, _ . - '
-                        f'(not starting with .)')
+        raise DataError(f'dataset name {name!r} must be a plain folder name: letters, digits, _ . - (not starting with .)')
 
 
 # ----------------------------------------------------------------------------- downloads
@@ -88,29 +78,17 @@ def error_line(e):
     return f'{type(e).__name__}: {m.group(1) if m else msg[:200]}'
 
 
-def _published_sha256(r):
-    # the HuggingFace Hub sends the sha256 of LFS files as X-Linked-Etag on the redirect
-    tags = [resp.headers.get('X-Linked-Etag', '').strip('"') for resp in [*r.history, r]]
-    return next((t for t in tags if re.fullmatch(r'[0-9a-f]{64}', t)), None)
-
-
-def _sha256(path):
-    with open(path, 'rb') as f:
-        return hashlib.file_digest(f, 'sha256').hexdigest()
-
-
 def _file_urls(base, files):
     """base + '/' + file, or base itself when it is the full URL of a one-file source."""
     base = base.rstrip('/')
-    last = urlparse(base).path.rsplit('/', 1)[-1]
-    if len(files) == 1 and os.path.splitext(last)[1] == os.path.splitext(files[0])[1]:
+    if len(files) == 1 and os.path.splitext(urlparse(base).path)[1] == os.path.splitext(files[0])[1]:
         return [base]
     return [f'{base}/{f}' for f in files]
 
 
 def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
-    """Stream url to path (a tqdm bar on stderr), resuming a leftover path + '.part' with a
-    Range request; check the size and the sha256 (given, or published by the server)."""
+    """Stream url to path (a tqdm bar on stderr), resuming a leftover path + '.part' with a Range
+    request; check the size and the sha256 (given, or the one the server publishes)."""
     if os.path.exists(path):
         return path  # it was checked before it got its final name
     os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
@@ -129,12 +107,14 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
                 elif have and not r.headers.get('Content-Range', '').startswith(f'bytes {have}-'):
                     os.remove(part)
                     raise DataError(f'{url} resumed at the wrong offset; the partial file was deleted, run again')
-                sha256 = sha256 or _published_sha256(r)
+                # the HuggingFace Hub sends the sha256 of LFS files as X-Linked-Etag on the redirect
+                tags = [t.headers.get('X-Linked-Etag', '').strip('"') for t in [*r.history, r]]
+                sha256 = sha256 or next((t for t in tags if re.fullmatch(r'[0-9a-f]{64}', t)), None)
                 length = r.headers.get('Content-Length')
                 total = have + int(length) if length and length.isdigit() else size
-                with open(part, 'ab' if have else 'wb') as f, \
-                        tqdm(total=total, initial=have, unit='B', unit_scale=True, unit_divisor=1024,
-                             desc=os.path.basename(path), disable=quiet) as bar:
+                with open(part, 'ab' if have else 'wb') as f, tqdm(total=total, initial=have, unit='B', unit_scale=True,
+                                                                   unit_divisor=1024, desc=os.path.basename(path),
+                                                                   disable=quiet) as bar:
                     for block in r.iter_content(1 << 20):
                         bar.update(f.write(block))
                 if total and os.path.getsize(part) < total:
@@ -143,8 +123,7 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f'the partial download {part} resumes next time') from None
     except requests.RequestException as e:
-        raise DataError(f'download of {url} failed ({error_line(e)}). {offline} '
-                        f'(rerunning resumes a partial download)') from None
+        raise DataError(f'download of {url} failed ({error_line(e)}). {offline} (rerunning resumes a partial download)') from None
     got = os.path.getsize(part)
     if size is not None and got != size:
         wrong = f'{url} gave {got} bytes, expected {size}'
@@ -157,6 +136,11 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
     raise DataError(f'{wrong}; the file was deleted, run again to download it afresh. {offline}')
 
 
+def _sha256(path):
+    with open(path, 'rb') as f:
+        return hashlib.file_digest(f, 'sha256').hexdigest()
+
+
 # ----------------------------------------------------------------------------- tokenizers
 def _base_gpt2():
     return tiktoken.get_encoding('gpt2')  # the tests replace this with a small local Encoding
@@ -167,24 +151,23 @@ def gpt2_encoding(vocab=None):
     try:
         enc = _base_gpt2()
     except Exception as e:  # tiktoken raises requests' errors (or ValueError on a bad hash)
-        raise DataError(f"the gpt2 tokenizer needs GPT-2's BPE files, which tiktoken downloads once "
-                        f"and caches (TIKTOKEN_CACHE_DIR), and loading them failed ({error_line(e)}); "
-                        f"offline, use --tokenizer byte or --tokenizer char") from None
+        raise DataError(f"the gpt2 tokenizer needs GPT-2's BPE files, which tiktoken downloads once and caches "
+                        f"(TIKTOKEN_CACHE_DIR), and loading them failed ({error_line(e)}); offline, use "
+                        f"--tokenizer byte or --tokenizer char") from None
     if vocab is None or vocab == enc.n_vocab:
         return enc
     if not 257 <= vocab < enc.n_vocab:
-        raise DataError(f'--vocab must be between 257 and {enc.n_vocab} (the 256 byte tokens, merges, '
-                        f'<|endoftext|>), got {vocab}')
+        raise DataError(f'--vocab must be between 257 and {enc.n_vocab} (the 256 byte tokens, merges, <|endoftext|>), '
+                        f'got {vocab}')
     ranks = {b: r for b, r in enc._mergeable_ranks.items() if r < vocab - 1}
     return tiktoken.Encoding(name=f'gpt2_{vocab}', pat_str=enc._pat_str, mergeable_ranks=ranks,
                              special_tokens={'<|endoftext|>': vocab - 1})
 
 
 def get_tokenizer(meta):
-    """(encode, decode) for a dataset's meta dict (or its folder / meta.json path).
-    encode(str) -> list of ids; decode(ids) -> str. Char encode raises ValueError naming any
-    characters outside the vocabulary; decode shows ids outside the vocabulary as U+FFFD (the
-    char battery's MASK as its mask_token); byte decode drops the row separators."""
+    """(encode, decode) for a dataset's meta dict (or its folder / meta.json path): encode(str) -> ids
+    (char: a ValueError names characters outside the vocabulary); decode(ids) -> str, an id outside the
+    vocabulary as U+FFFD (the battery's MASK as its mask_token); byte decode drops the row separators."""
     if isinstance(meta, (str, os.PathLike)):
         with open(os.path.join(meta, 'meta.json') if os.path.isdir(meta) else meta) as f:
             meta = json.load(f)
@@ -197,33 +180,28 @@ def get_tokenizer(meta):
             return ''.join(enc.decode([int(i) for i in run]) if ok else '\ufffd' * len(list(run)) for ok, run in runs)
         return (lambda s: enc.encode(s, allowed_special='all')), decode
     if kind == 'byte':
-        return (lambda s: list(s.encode('utf-8'))), \
-               (lambda ids: bytes(int(i) for i in ids if 0 <= i < 256).decode('utf-8', errors='replace'))
+        return (lambda s: list(s.encode('utf-8')),
+                lambda ids: bytes(int(i) for i in ids if 0 <= i < 256).decode('utf-8', errors='replace'))
     if kind != 'char':
         raise ValueError(f"unknown tokenizer {kind!r} in meta.json (expected one of {', '.join(TOKENIZERS)})")
-    itos = meta['itos']
-    itos = [itos[str(i)] if isinstance(itos, dict) else itos[i] for i in range(len(itos))]
-    stoi = {c: i for i, c in enumerate(itos)}
-    mask_token, mask_id = meta.get('mask_token'), meta.get('mask_id')
+    itos = [meta['itos'][str(i) if isinstance(meta['itos'], dict) else i] for i in range(len(meta['itos']))]
+    stoi, mask_token, mask_id = {c: i for i, c in enumerate(itos)}, meta.get('mask_token'), meta.get('mask_id')
 
     def encode(s):
         if bad := sorted({c for c in s if c not in stoi and c != mask_token}):
             raise ValueError(f"characters not in this dataset's vocabulary of {len(itos)} symbols: "
                              + ' '.join(repr(c) for c in bad))
         return [stoi[c] if c in stoi else mask_id for c in s]
-
-    def decode(ids):
-        return ''.join(itos[i] if 0 <= i < len(itos) else mask_token if i == mask_id and mask_token
-                       else '\ufffd' for i in ids)
-    return encode, decode
+    return encode, lambda ids: ''.join(itos[i] if 0 <= i < len(itos) else mask_token if i == mask_id and mask_token
+                                       else '\ufffd' for i in ids)
 
 
 # ----------------------------------------------------------------------------- sources -> splits
 @dataclass
 class Split:
     pieces: Callable        # () -> iterator of str / bytes pieces; called once per pass
-    kind: str = 'text'      # 'text': one stream; 'rows': lines (byte adds ROW_SEP after nonempty
-                            # rows); 'docs': each piece is a document
+    kind: str = 'text'      # 'text': one stream; 'rows': lines (byte: ROW_SEP after each nonempty one);
+                            # 'docs': each piece is a document
     special: bool = False   # gpt2: the literal <|endoftext|> is the end-of-text token
     lenient: bool = False   # bytes that are not UTF-8 become U+FFFD for text tokenizers
 
@@ -237,30 +215,22 @@ def _file_pieces(path, start=0, end=None, size=1 << 20):
             yield block
 
 
-def _text_pieces(path, member=None):
-    """A text file, or the member of the zip at path, in str pieces (newlines as Python reads text)."""
-    with zipfile.ZipFile(path) if member else open(path, 'rb') as z:
-        f = io.TextIOWrapper(z.open(member) if member else z, encoding='utf-8')
-        yield from iter(lambda: f.read(1 << 20), '')
-
-
 def _member(path, filename):
-    """The name in the zip at path whose last part is filename (None: none)."""
+    """The member of the zip at path whose name ends in filename (None: none)."""
     with zipfile.ZipFile(path) as z:
         return next((m for m in z.namelist() if m.rsplit('/', 1)[-1] == filename), None)
 
 
 def text_file(paths, val_frac, kind='text', special=False):
-    """A local text file: the first 1 - val_frac of it train, the rest val (nanoGPT's split, as
-    its shakespeare_char; the cut moves to the next character, or row)."""
+    """A local text file: the first 1 - val_frac of it train, the rest val (nanoGPT's split; the cut
+    moves to the next character, or row)."""
     path = paths[0]
     if os.path.isdir(path):
         raise DataError(f'--input {path} is a folder; this dataset takes a text file')
     if (n := os.path.getsize(path)) == 0:
         raise DataError(f'{path} is empty')
-    cut = int(n * (1 - val_frac))
-    with open(path, 'rb') as f:  # move the cut to the start of a UTF-8 character (or row)
-        f.seek(cut)
+    with open(path, 'rb') as f:   # the cut moves to the start of a row, or of a UTF-8 character
+        f.seek(cut := int(n * (1 - val_frac)))
         if kind == 'rows':
             cut += len(f.readline())
         else:
@@ -274,25 +244,28 @@ def text_file(paths, val_frac, kind='text', special=False):
 WIKITEXT_FILES = {'train': 'wiki.train.raw', 'val': 'wiki.valid.raw', 'test': 'wiki.test.raw'}
 
 
+def _wiki_rows(path, member):
+    """A WikiText file (member of the zip at path, or the file at path) in str pieces, read as text."""
+    with zipfile.ZipFile(path) if member else open(path, 'rb') as z:
+        f = io.TextIOWrapper(z.open(member) if member else z, encoding='utf-8')
+        yield from iter(lambda: f.read(1 << 20), '')
+
+
 def wikitext103(paths, val_frac):
-    """The official train/valid/test files of WikiText-103 raw, from its zip or folder, as rows."""
-    path = paths[0]
-    if zipfile.is_zipfile(path):
-        found = {s: (path, _member(path, f)) for s, f in WIKITEXT_FILES.items()}
-        whole = all(m for _, m in found.values())
-    elif os.path.isdir(path):
-        found = {s: (os.path.join(path, f), None) for s, f in WIKITEXT_FILES.items()}
-        whole = all(os.path.exists(p) for p, _ in found.values())
-    else:
+    """WikiText-103 raw: its official train/valid/test files (from its zip or folder), as rows."""
+    path, zipped = paths[0], zipfile.is_zipfile(paths[0])
+    if not zipped and not os.path.isdir(path):
         return text_file(paths, val_frac, kind='rows')
-    if not whole:
+    found = {s: (path, _member(path, f)) if zipped else (os.path.join(path, f), None) for s, f in WIKITEXT_FILES.items()}
+    if not all(m if zipped else os.path.isfile(p) for p, m in found.values()):
         raise DataError(f'{path} does not hold {", ".join(WIKITEXT_FILES.values())}')
-    return ({s: Split(lambda pm=pm: _text_pieces(*pm), kind='rows') for s, pm in found.items()},
+    return ({s: Split(lambda pm=pm: _wiki_rows(*pm), 'rows') for s, pm in found.items()},
             'the official wiki.train/valid/test.raw files')
 
 
 def enwik8(paths, val_frac):
-    """enwik8's bytes (zipped or not): the first 90M train, the next 5M val, the last 5M test."""
+    """enwik8's bytes (zipped or not): the first 90M train, the next 5M val, the last 5M test (a file of
+    another size than 10^8 bytes in the same proportions)."""
     path = paths[0]
     if os.path.isdir(path):
         raise DataError(f'--input {path} is a folder; enwik8 takes enwik8.zip or the enwik8 file')
@@ -304,10 +277,8 @@ def enwik8(paths, val_frac):
             data = f.read()
     if (n := len(data)) == 0:
         raise DataError(f'{path} is empty')
-    # a file of another size than enwik8's 10^8 bytes is split in the same proportions
     a, b = (90 * 10**6, 95 * 10**6) if n == 10**8 else (int(n * 0.9), int(n * 0.95))
-    return ({s: Split(lambda d=d: [d], lenient=True) for s, d in
-             (('train', data[:a]), ('val', data[a:b]), ('test', data[b:]))},
+    return ({s: Split(lambda d=d: [d], lenient=True) for s, d in (('train', data[:a]), ('val', data[a:b]), ('test', data[b:]))},
             f'first {a:,} bytes train, next {b - a:,} val, last {n - b:,} test')
 
 
@@ -315,10 +286,9 @@ TINYSTORIES_FILES = ['TinyStoriesV2-GPT4-train.txt', 'TinyStoriesV2-GPT4-valid.t
 
 
 def tinystories(paths, val_frac):
-    """TinyStoriesV2-GPT4's train and valid files (or their folder); the literal <|endoftext|>
-    lines between stories are gpt2's end-of-text token."""
-    folder = paths[0]
-    if len(paths) == 1 and os.path.isdir(folder):
+    """TinyStoriesV2-GPT4's train and valid files (or their folder); the literal <|endoftext|> lines
+    between stories are gpt2's end-of-text token."""
+    if os.path.isdir(folder := paths[0]):
         paths = [os.path.join(folder, f) for f in TINYSTORIES_FILES]
         if not all(map(os.path.exists, paths)):
             raise DataError(f'{folder} does not hold {" and ".join(TINYSTORIES_FILES)}')
@@ -332,8 +302,7 @@ def _need_pyarrow():
     try:
         import pyarrow.parquet  # noqa: F401
     except ImportError:
-        raise DataError('fineweb_edu reads parquet shards, which needs the optional extra pyarrow: '
-                        'pip install pyarrow') from None
+        raise DataError('fineweb_edu reads parquet shards, which needs the optional extra pyarrow: pip install pyarrow') from None
 
 
 def _parquet_docs(paths, start=0, stop=None):
@@ -344,23 +313,22 @@ def _parquet_docs(paths, start=0, stop=None):
 
 
 def fineweb_edu(paths, val_frac):
-    """Parquet shards of documents (nanochat's karpathy/fineweb-edu-100b-shuffle): all but the last
-    train, the last val; one shard is split by documents."""
-    if len(paths) == 1 and os.path.isdir(paths[0]):
-        paths = sorted(os.path.join(paths[0], f) for f in os.listdir(paths[0]) if f.endswith('.parquet'))
-        if not paths:
+    """Parquet shards of documents (nanochat's karpathy/fineweb-edu-100b-shuffle, or a folder of them):
+    all but the last train, the last val; one shard is split by documents."""
+    if os.path.isdir(paths[0]):
+        if not (paths := sorted(os.path.join(paths[0], f) for f in os.listdir(paths[0]) if f.endswith('.parquet'))):
             raise DataError('the --input folder holds no .parquet files')
     if not paths[0].endswith('.parquet'):
         return text_file(paths, val_frac)
     _need_pyarrow()
-    if len(paths) > 1:
-        return ({'train': Split(lambda: _parquet_docs(paths[:-1]), 'docs'),
-                 'val': Split(lambda: _parquet_docs(paths[-1:]), 'docs')},
-                f'{len(paths) - 1} parquet shard(s) train, {os.path.basename(paths[-1])} val')
     import pyarrow.parquet as pq
-    cut = int(pq.ParquetFile(paths[0]).metadata.num_rows * (1 - val_frac))
-    return ({'train': Split(lambda: _parquet_docs(paths, 0, cut), 'docs'),
-             'val': Split(lambda: _parquet_docs(paths, cut), 'docs')}, f'first {cut:,} documents train, the rest val')
+    if len(paths) > 1:
+        train, val, how = (paths[:-1],), (paths[-1:],), f'{len(paths) - 1} parquet shard(s) train, ' \
+                                                        f'{os.path.basename(paths[-1])} val'
+    else:
+        cut = int(pq.ParquetFile(paths[0]).metadata.num_rows * (1 - val_frac))
+        train, val, how = (paths, 0, cut), (paths, cut), f'first {cut:,} documents train, the rest val'
+    return {'train': Split(lambda: _parquet_docs(*train), 'docs'), 'val': Split(lambda: _parquet_docs(*val), 'docs')}, how
 
 
 def fineweb_files(shards):
@@ -373,8 +341,8 @@ def fineweb_files(shards):
 
 SHAKESPEARE = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare'
 HF = 'https://huggingface.co/datasets'
-# NAME -> (default tokenizer, base URL (--url replaces it), its files (or shards -> them), reader:
-# the files (or --input) -> ({split: Split}, how it split them)). battery.py's are made offline.
+# NAME -> (default tokenizer, base URL, its files (or shards -> its files), reader: the files (or --input)
+# -> ({split: Split}, how it split them)); battery.py's are made offline
 SOURCES = {
     'shakespeare_char': ('char', SHAKESPEARE, ['input.txt'], text_file),
     'shakespeare': ('gpt2', SHAKESPEARE, ['input.txt'], text_file),
@@ -389,7 +357,7 @@ SOURCES = {
 
 # ----------------------------------------------------------------------------- splits -> np.uint16 arrays
 def _texts(split):
-    """The split as str pieces (bytes decoded as UTF-8 across piece boundaries)."""
+    """The split as str pieces (bytes decoded as UTF-8 across piece boundaries; a document ends in a blank line)."""
     decoder = codecs.getincrementaldecoder('utf-8')('replace' if split.lenient else 'strict')
     try:
         for piece in split.pieces():
@@ -415,17 +383,15 @@ def _byte_rows(lines):
 
 def _encode_byte(split):
     if split.kind == 'docs':
-        for doc in split.pieces():
-            yield np.append(_u16(doc.encode('utf-8')), np.uint16(ROW_SEP))
-    elif split.kind == 'rows':
+        yield from (np.append(_u16(doc.encode('utf-8')), np.uint16(ROW_SEP)) for doc in split.pieces())
+    elif split.kind == 'text':
+        yield from (_u16(p if isinstance(p, bytes) else p.encode('utf-8')) for p in split.pieces())
+    else:
         carry = ''
         for t in _texts(split):
             *rows, carry = (carry + t).split('\n')
             yield _byte_rows([row + '\n' for row in rows])
         yield _byte_rows([carry])  # a last row without its newline
-    else:
-        for piece in split.pieces():
-            yield _u16(piece if isinstance(piece, bytes) else piece.encode('utf-8'))
 
 
 def _char_ids(text, codes):
@@ -470,16 +436,15 @@ def _encode_gpt2(split, enc):
     threads = os.cpu_count() or 1
     if split.kind == 'docs':  # nanoGPT's convention: <|endoftext|> after each document
         for docs in _batched(split.pieces(), 1024):
-            for ids in enc.encode_ordinary_batch(docs, num_threads=threads):
-                yield np.array(ids + [enc.eot_token], dtype=np.uint16)
+            yield from (np.array(ids + [enc.eot_token], dtype=np.uint16)
+                        for ids in enc.encode_ordinary_batch(docs, num_threads=threads))
         return
     for chunks in _batched(_bpe_chunks(_texts(split)), 4 * threads):
         if split.special:
             out = enc.encode_batch(chunks, num_threads=threads, allowed_special={'<|endoftext|>'})
         else:
             out = enc.encode_ordinary_batch(chunks, num_threads=threads)
-        for ids in out:
-            yield np.array(ids, dtype=np.uint16)
+        yield from (np.array(ids, dtype=np.uint16) for ids in out)
 
 
 def _encoder(tokenizer, enc, splits, meta):
@@ -490,10 +455,8 @@ def _encoder(tokenizer, enc, splits, meta):
     if tokenizer == 'byte':
         meta.update(vocab_size=257, row_separator=ROW_SEP)
         return _encode_byte
-    if meta['name'] in DATASETS:
-        itos = SYNTH_CHARS
-    else:
-        itos = sorted(set().union(*(set(t) for split in splits.values() for t in _texts(split))))
+    itos = (SYNTH_CHARS if meta['name'] in DATASETS else
+            sorted(set().union(*(set(t) for split in splits.values() for t in _texts(split)))))
     if len(itos) >= 65536:
         raise DataError(f'the text has {len(itos)} distinct characters, too many for uint16 ids')
     codes = np.array([ord(c) for c in itos], dtype=np.uint32)
@@ -503,13 +466,12 @@ def _encoder(tokenizer, enc, splits, meta):
 
 # ----------------------------------------------------------------------------- prepare
 def dataset_dirname(name, tokenizer=None, vocab=None):
-    """data/<this>: NAME with the source's default tokenizer (and always for a custom NAME),
-    else NAME_<tokenizer>, NAME_gpt2_<vocab> with --vocab."""
+    """data/<this>: NAME with the source's default tokenizer (always for a custom NAME), else
+    NAME_<tokenizer>, NAME_gpt2_<vocab> with --vocab."""
     default = SOURCES[name][0] if name in SOURCES else None
-    tokenizer = tokenizer or default
-    if default is None or tokenizer == default and vocab is None:
+    if default is None or (tokenizer or default) == default and vocab is None:
         return name
-    return f'{name}_{tokenizer}' + (f'_{vocab}' if vocab is not None else '')
+    return f'{name}_{tokenizer or default}' + (f'_{vocab}' if vocab is not None else '')
 
 
 def prepare_command(dirname):
@@ -523,7 +485,7 @@ def prepare_command(dirname):
     return f'python prepare_data.py {dirname} --input FILE'
 
 
-prepare_hint = prepare_command   # train.py's and the tools' name for it
+prepare_hint = prepare_command   # the name train.py and the tools know it by
 
 
 def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=None, vocab=None,
@@ -533,8 +495,8 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
     check_name(name)
     tokenizer, made = tokenizer or (SOURCES[name][0] if name in SOURCES else 'char'), prepare_command(name)
     for wrong, msg in [
-            (name not in SOURCES and input is None, f'unknown dataset {name!r}: one of {", ".join(SOURCES)}, '
-                                                    f'or any name with --input FILE (a local text file)'),
+            (name not in SOURCES and input is None,
+             f'unknown dataset {name!r}: one of {", ".join(SOURCES)}, or any name with --input FILE (a local text file)'),
             (name not in SOURCES and not made.endswith('--input FILE'),   # NAME_byte made as char would lie
              f'{name!r} is the folder that {made} writes; run that (with --input FILE to read a local copy)'),
             (tokenizer not in TOKENIZERS, f'unknown tokenizer {tokenizer!r}: one of {", ".join(TOKENIZERS)}'),
@@ -543,8 +505,7 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
             (name in DATASETS and min(n_train, n_val) < 1, '--n_train and --n_val must be positive'),
             (not 0 < val_frac < 1, f'--val_frac must be between 0 and 1, got {val_frac}'),
             (input is not None and not os.path.exists(input), f'--input {input}: no such file or folder'),
-            (max_train_tokens is not None and max_train_tokens < 0,
-             f'--max_train_tokens must be >= 0 (0: no cap), got {max_train_tokens}')]:
+            ((max_train_tokens or 0) < 0, f'--max_train_tokens must be >= 0 (0: no cap), got {max_train_tokens}')]:
         if wrong:
             raise DataError(msg)
     cap = TRAIN_CAPS.get((name, tokenizer)) if max_train_tokens is None else max_train_tokens or None
@@ -552,8 +513,7 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
     if tokenizer == 'gpt2':  # load the BPE before any download: fail early offline
         vocab = None if vocab == gpt2_encoding().n_vocab else vocab
         enc = gpt2_encoding(vocab)
-    dest = os.path.join(out_dir, dataset_dirname(name, tokenizer, vocab))
-    _check_owned(dest)
+    _check_owned(dest := os.path.join(out_dir, dataset_dirname(name, tokenizer, vocab)))
     meta = {'name': name, 'tokenizer': tokenizer, **({'bpe_vocab': vocab} if vocab is not None else {}),
             **({'train_cap': cap} if cap else {})}
     if name in DATASETS:
@@ -582,9 +542,8 @@ def _download(name, tokenizer, vocab, out_dir, url, shards, quiet):
 
 
 def _battery(name, tokenizer, enc, meta, seed, n_train, n_val):
-    """battery.py's examples, one a line (train from seed, val from seed + VAL_SEED_OFFSET), in the
-    char tokenizer over its alphabet with mask_token '_' (or another): {split: [ids]}, and
-    {split: its answer marks} ({split}_answers.bin, uint8, 1 per answer token, for hole fine-tuning)."""
+    """battery.py's examples, one a line: {split: [ids]}, and {split: answer marks} ({split}_answers.bin:
+    uint8, 1 per answer token, the holes of hole fine-tuning); train from seed, val from seed + VAL_SEED_OFFSET."""
     try:
         examples = synthetic_split(seed, n_train, n_val, DATASETS[name])
     except ValueError as e:
@@ -593,9 +552,7 @@ def _battery(name, tokenizer, enc, meta, seed, n_train, n_val):
                 seed=seed, val_seed=seed + VAL_SEED_OFFSET, n_train=n_train, n_val=n_val,
                 split='train: seed; val: seed + VAL_SEED_OFFSET, minus examples in train')
     _encoder(tokenizer, enc, {}, meta)
-    meta['mask_id'] = meta['vocab_size']
-    if tokenizer == 'char':
-        meta['mask_token'] = SYNTH_MASK_TOKEN
+    meta.update(mask_id=meta['vocab_size'], **({'mask_token': SYNTH_MASK_TOKEN} if tokenizer == 'char' else {}))
     encoded = {s: synthetic_ids(ex, get_tokenizer(meta)[0]) for s, ex in examples.items()}
     return {s: [ids] for s, (ids, _) in encoded.items()}, {s: marks for s, (_, marks) in encoded.items()}
 
@@ -623,13 +580,11 @@ def _remove_stale(parent, name, quiet):
     host, dest = socket.gethostname(), os.path.join(parent, name)
     for entry in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
         m = re.fullmatch(rf'\.{re.escape(name)}\.(new|old)(\d+)(?:@(.+))?', entry)
-        path = os.path.join(parent, entry)
-        if not m or not os.path.isdir(path):
+        if not m or not os.path.isdir(path := os.path.join(parent, entry)):
             continue
         what, pid, where = m.group(1), m.group(2), m.group(3) or host
         if where != host:
-            print(f'note: {path} is the work of a prepare_data.py on {where}; remove it if none runs there',
-                  file=sys.stderr)
+            print(f'note: {path} is the work of a prepare_data.py on {where}; remove it if none runs there', file=sys.stderr)
         elif _alive(int(pid)):
             continue
         elif what == 'old' and not os.path.exists(dest):
@@ -675,11 +630,10 @@ def _write_ids(f, chunks, cap, bar):
 
 
 def _write(dest, tokens, answers, meta, quiet, cap=None):
-    """The dataset in a new folder beside dest (.NAME.new<pid>@<host>), meta.json last, then swapped
-    in for dest whole: a failure, Ctrl-C or SIGTERM part-way leaves the previous dataset as it was,
-    and a reader that holds the previous files open keeps reading them (they are renamed and
-    unlinked, never written). tokens: split -> iterator of uint16 arrays; cap: train.bin stops
-    after this many tokens (the rest is never encoded)."""
+    """The dataset in a new folder beside dest (.NAME.new<pid>@<host>), meta.json last, then swapped in
+    for dest whole: a failure, Ctrl-C or SIGTERM part-way leaves the previous dataset as it was, and a
+    reader that holds the previous files open keeps reading them (they are renamed and unlinked, never
+    written). tokens: split -> iterator of uint16 arrays; cap: train.bin stops after this many tokens."""
     parent, name = os.path.split(os.path.realpath(dest))   # a linked folder is replaced where it lives
     dest = os.path.join(parent, name)
     _remove_stale(parent, name, quiet)
@@ -723,9 +677,9 @@ NANOGPT_VOCAB = 50304   # GPT-2's 50257 tokens padded to a multiple of 64, as na
 
 
 def read_meta(cfg):
-    """The dataset's meta (None when data/<dataset> holds no data): its meta.json, else one of
-    nanoGPT's layouts, named by meta['layout']: a meta.pkl (its char datasets: vocab_size, itos,
-    stoi) or no meta file beside train.bin (its GPT-2 BPE datasets, vocab 50304)."""
+    """The dataset's meta (None when data/<dataset> holds no data): its meta.json, else one of nanoGPT's
+    layouts, named by meta['layout']: a meta.pkl (its char datasets: vocab_size, itos, stoi) or no meta
+    file beside train.bin (its GPT-2 BPE datasets, vocab 50304)."""
     folder = os.path.join(cfg['data_dir'], cfg['dataset'])
     path, pkl = os.path.join(folder, 'meta.json'), os.path.join(folder, 'meta.pkl')
     if os.path.isfile(path):
@@ -763,68 +717,61 @@ def read_meta_pkl(path):
                           f"({type(e).__name__}: {e})")
     if not isinstance(raw, dict):
         return raw
-    meta = {'vocab_size': raw.get('vocab_size'), 'layout': "nanoGPT's meta.pkl"}
     itos, stoi = raw.get('itos'), raw.get('stoi')
-    if itos is None and isinstance(stoi, dict):
-        itos = {i: c for c, i in stoi.items()}
-    if isinstance(itos, dict):
-        itos = [itos.get(i) for i in range(len(itos))]
-    if itos is not None:
-        meta.update(tokenizer='char', itos=itos, layout=f"nanoGPT's meta.pkl: a char vocabulary of {len(itos)}")
-    return meta
+    itos = {i: c for c, i in stoi.items()} if itos is None and isinstance(stoi, dict) else itos
+    itos = [itos.get(i) for i in range(len(itos))] if isinstance(itos, dict) else itos
+    if itos is None:
+        return {'vocab_size': raw.get('vocab_size'), 'layout': "nanoGPT's meta.pkl"}
+    return {'vocab_size': raw.get('vocab_size'), 'layout': f"nanoGPT's meta.pkl: a char vocabulary of {len(itos)}",
+            'tokenizer': 'char', 'itos': itos}
 
 
 def tokenizer_problem(meta):
     """What keeps a meta's tokenizer from decoding (a char meta needs its itos table), else None."""
     kind, itos = meta.get('tokenizer'), meta.get('itos')
-    if kind is None or kind in ('gpt2', 'byte'):
-        return None
-    if kind != 'char':
+    if kind not in (None, 'gpt2', 'byte', 'char'):
         return f"names the tokenizer {kind!r}, not one of gpt2, byte, char"
-    if isinstance(itos, dict):
-        itos = [itos.get(str(i)) for i in range(len(itos))]
-    if not isinstance(itos, list) or not itos or not all(isinstance(c, str) for c in itos):
+    itos = [itos.get(str(i)) for i in range(len(itos))] if isinstance(itos, dict) else itos
+    if kind == 'char' and (not isinstance(itos, list) or not itos or not all(isinstance(c, str) for c in itos)):
         return "has no itos (a list of the char tokenizer's symbols, id -> character) to decode with"
     return None
 
 
 def check_tokens(path, min_tokens, vocab_size=None, data=None):
-    """A .bin stream of uint16 token ids: whole tokens, at least min_tokens of them, and (when
-    vocab_size is given) every id below it. One pass over the file for the ids. data: the stream
-    as the caller opened it (its memmap), checked instead of the file now at path."""
+    """A .bin stream of uint16 token ids: whole tokens, at least min_tokens of them, and (vocab_size
+    given) every id below it, in one pass. data: the stream as the caller opened it (its memmap), checked
+    instead of the file now at path."""
     size = data.nbytes if data is not None else os.path.getsize(path)
     if size == 0 or size % 2:
-        raise ConfigError(f"{path} holds {size} bytes, not a whole positive number of uint16 tokens "
-                          f"(2 bytes each): prepare the data again")
+        raise ConfigError(f"{path} holds {size} bytes, not a whole positive number of uint16 tokens (2 bytes each): "
+                          f"prepare the data again")
     if size // 2 < min_tokens:
         raise ConfigError(f"{path} holds {size // 2} tokens, fewer than the {min_tokens} needed; lower --block_size")
-    if vocab_size is not None:
-        top = int(np.max(data if data is not None else np.memmap(path, dtype=np.uint16, mode='r')))
-        if top >= vocab_size:
-            raise ConfigError(f"{path} holds token id {top}, outside the vocabulary of {vocab_size} "
-                              f"(meta.json's vocab_size or --vocab_size); prepare the data again")
+    if vocab_size is not None and (top := int(np.max(data if data is not None else np.memmap(path, dtype=np.uint16,
+                                                                                             mode='r')))) >= vocab_size:
+        raise ConfigError(f"{path} holds token id {top}, outside the vocabulary of {vocab_size} "
+                          f"(meta.json's vocab_size or --vocab_size); prepare the data again")
 
 
 def stream_record(f):
-    """What tells a .bin stream from another cheaply, from its open file: its bytes and the sha256
-    of its first MiB."""
+    """What tells a .bin stream from another cheaply, from its open file: its bytes and the sha256 of its
+    first MiB."""
     size = os.fstat(f.fileno()).st_size
     f.seek(0)
     return {'bytes': size, 'head': hashlib.sha256(f.read(2 ** 20)).hexdigest()}
 
 
 def data_record(cfg, meta, streams):
-    """What a checkpoint records of the data it trained on: each stream's stream_record (streams:
-    name -> record), the vocabulary, and the sha256 of the dataset's meta.json."""
+    """What a checkpoint records of the data it trained on: each stream's stream_record (streams: name ->
+    record), the vocabulary, and the sha256 of the dataset's meta.json."""
     path = os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json')
     digest = hashlib.sha256(open(path, 'rb').read()).hexdigest() if os.path.isfile(path) else None
     return {**streams, 'vocab_size': meta['vocab_size'], 'meta.json': digest}
 
 
 def check_data(then, now, where, hint):
-    """Stops (one line naming what changed) when the data found now is not the data a checkpoint
-    recorded; then: its record (None: a checkpoint from before records, nothing to compare); a
-    stream or key the data found now lacks is not compared."""
+    """Stops (one line naming what changed) when the data found now is not the data a checkpoint recorded;
+    then: its record (None: a checkpoint from before records); what the data found now lacks is not compared."""
     changed = []
     for k, v in (then or {}).items():
         if (w := now.get(k)) is None or w == v:
@@ -839,10 +786,10 @@ def check_data(then, now, where, hint):
 
 
 def example_starts(path, newline, T, data=None):
-    """Where a window of T + 1 tokens may start in a synthetic stream so that it holds a whole
-    example (loss_on='answers': the answer with all it depends on): 0 and every position after a
-    newline, up to the last full window. newline: the tokenizer's ids of '\\n' (one id); data: the
-    stream as the caller opened it (its memmap), else the file at path."""
+    """Where a window of T + 1 tokens may start in a synthetic stream so that it holds a whole example
+    (loss_on='answers': the answer with all it depends on): 0 and every position after a newline, up to
+    the last full window. newline: the tokenizer's ids of '\\n' (one id); data: the stream as the caller
+    opened it (its memmap), else the file at path."""
     marks = path[:-4] + '_answers.bin'
     if not os.path.isfile(marks) or len(newline) != 1:
         raise ConfigError(f"loss_on='answers' needs {marks}, the answer marks of a synthetic dataset "
@@ -861,14 +808,12 @@ def dataset_vocab(cfg, meta):
     mid = cfg['mask_id'] if cfg['mask_id'] is not None else (meta or {}).get('mask_id', need)
     if cfg['p_fill'] > 0 and mid is not None:
         need = max(need, mid + 1)
-    if cfg['vocab_size'] is None:
-        if need is None:
-            raise ConfigError(f"vocab_size is not set and {cfg['data_dir']}/{cfg['dataset']}/meta.json does not exist; "
-                              f"set --vocab_size or prepare the data ({prepare_hint(cfg['dataset'])})")
-        return need, mid
-    if need is not None and cfg['vocab_size'] < need:
+    if cfg['vocab_size'] is None and need is None:
+        raise ConfigError(f"vocab_size is not set and {cfg['data_dir']}/{cfg['dataset']}/meta.json does not exist; "
+                          f"set --vocab_size or prepare the data ({prepare_hint(cfg['dataset'])})")
+    if cfg['vocab_size'] is not None and need is not None and cfg['vocab_size'] < need:
         raise ConfigError(f"vocab_size {cfg['vocab_size']} is smaller than the data needs ({need}, dataset '{cfg['dataset']}')")
-    return cfg['vocab_size'], mid
+    return need if cfg['vocab_size'] is None else cfg['vocab_size'], mid
 
 
 # ----------------------------------------------------------------------------- the command line
@@ -904,8 +849,8 @@ def main(argv=None):
     p.add_argument('--n_val', type=int, default=6_000, help='synthetic: val examples')
     p.add_argument('--shards', type=int, default=1, help='fineweb_edu: train shards to download')
     p.add_argument('--val_frac', type=float, default=0.1, help='val fraction when splitting one text file')
-    p.add_argument('--max_train_tokens', type=int, help='train.bin keeps its first N tokens; 0: all '
-                   '(default: all, except tinystories --tokenizer byte: 250M, the workspace paper\'s cap)')
+    p.add_argument('--max_train_tokens', type=int, help='train.bin keeps its first N tokens; 0: all (default: all, '
+                   'except tinystories --tokenizer byte: 250M, the workspace paper\'s cap)')
     args = p.parse_args(argv)
     try:
         prepare(**vars(args))
