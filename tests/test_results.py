@@ -1,4 +1,4 @@
-"""results.py's comparisons are fair where they claim to be (parameter counts from the very argument
+"""tools/results/'s comparisons are fair where they claim to be (parameter counts from the very argument
 lists the driver trains), a run that diverges is a result rather than a crash, and a missing dataset
 is one line. Nothing here trains a model."""
 import json
@@ -13,7 +13,12 @@ import time
 import pytest
 import torch
 
-from tools import results
+from tools.results import cli, stats, tables, tune
+from tools.results import spec as lab_spec
+from tools.results import battery as lab_battery, depth as lab_depth, fon as lab_fon, parcae as lab_parcae
+from tools.results import runner, textnca as lab_textnca
+from tools.results.pool import ROOT
+from tools.results.runner import Lab, Options
 import fon
 import models
 from train import resolve_config
@@ -22,7 +27,7 @@ from train import resolve_config
 def made_up_run(args, out, vocab_size, seed=None):
     """A run folder as train.py starts it: its config.json, resolved from the run's arguments; nothing trains."""
     os.makedirs(out, exist_ok=True)
-    cfg = resolve_config([os.path.join(results.ROOT, a) if a.startswith('config/') else a for a in args
+    cfg = resolve_config([os.path.join(ROOT, a) if a.startswith('config/') else a for a in args
                           if not a.startswith('--init_from=')] + [f'--vocab_size={vocab_size}'] +
                          ([f'--seed={seed}'] if seed is not None else []))
     json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
@@ -34,13 +39,19 @@ def n_params(args, vocab_size):
     return sum(p.numel() for p in models.build_model(cfg['model'], cfg).parameters())
 
 
-def test_every_run_is_a_config_file_and_its_sweep_values():
-    # the numbers a run trains with live in config/results/<paper>/; results.py adds only what a sweep varies
-    for paper, spec in results.PAPERS.items():
+@pytest.fixture
+def lab():
+    """A results command's runner at the default options (its out-results/ relative: tests chdir to tmp_path)."""
+    return Lab(Options())
+
+
+def test_every_run_is_a_config_file_and_its_sweep_values(lab):
+    # the numbers a run trains with live in config/results/<paper>/; the lab adds only what a sweep varies
+    for paper, spec in lab_spec.PAPERS.items():
         runs = {**spec['runs'], **{n: a for n, (_, a) in spec.get('finetune', {}).items()}}
         for name, args in runs.items():
             files = [a for a in args if not a.startswith('--')]
-            assert all(f.startswith(f'config/results/{paper}/') and os.path.isfile(os.path.join(results.ROOT, f))
+            assert all(f.startswith(f'config/results/{paper}/') and os.path.isfile(os.path.join(ROOT, f))
                        for f in files), (paper, name, files)
             assert len(args) - len(files) <= 2, (paper, name, args)
         assert all(args[0].startswith('config/') for args in spec['runs'].values())
@@ -48,16 +59,16 @@ def test_every_run_is_a_config_file_and_its_sweep_values():
 
 def test_every_paper_has_its_function():
     # main() runs PAPER_FUNCTIONS[paper] for a name it checked against PAPERS: the two name the same papers
-    assert list(results.PAPER_FUNCTIONS) == list(results.PAPERS)
-    assert all(f.__name__ == paper for paper, f in results.PAPER_FUNCTIONS.items())
+    assert list(cli.PAPER_FUNCTIONS) == list(lab_spec.PAPERS)
+    assert all(f.__name__ == paper for paper, f in cli.PAPER_FUNCTIONS.items())
 
 
 def test_parcae_table_2_runs_are_matched_and_differ_only_where_the_paper_says():
-    runs = results.PAPERS['parcae']['runs']
-    for lr in results.PARCAE_ADAM_LRS:
-        counts = {m: n_params(runs[f'{m}, Adam lr {lr:g}'], 65) for m, _ in results.STABILITY}
+    runs = lab_spec.PAPERS['parcae']['runs']
+    for lr in lab_spec.PARCAE_ADAM_LRS:
+        counts = {m: n_params(runs[f'{m}, Adam lr {lr:g}'], 65) for m, _ in lab_spec.STABILITY}
         assert all(abs(c / counts['Parcae'] - 1) < 1e-3 for c in counts.values()), counts
-        cfg = {m: resolve_config(runs[f'{m}, Adam lr {lr:g}']) for m, _ in results.STABILITY}
+        cfg = {m: resolve_config(runs[f'{m}, Adam lr {lr:g}']) for m, _ in lab_spec.STABILITY}
         rdm, base = cfg['RDM, res. norm'], cfg['RDM, base']     # config/parcae/rdm_100m.py's choices
         assert (rdm['injection'], rdm['block'], rdm['depth_sampling'], rdm['prelude_norm'], rdm['readout'],
                 rdm['init']) == ('linear', 'sandwich', 'per_batch', False, False, 'scaled')
@@ -69,12 +80,12 @@ def test_parcae_table_2_runs_are_matched_and_differ_only_where_the_paper_says():
 
 
 def test_parcae_depth_runs_share_table_21s_recipe_and_their_controls_are_matched():
-    spec = results.PAPERS['parcae']
+    spec = lab_spec.PAPERS['parcae']
     recipe = ('optimizer', 'muon_variant', 'learning_rate', 'muon_lr', 'beta1', 'beta2', 'eps', 'muon_weight_decay',
               'muon_wd_decay', 'schedule', 'warmup_iters', 'cooldown_frac', 'max_iters', 'dataset', 'block_size',
               'batch_size')
     for setting in spec['settings']:
-        cfg = {m: resolve_config(results.muon_run(m, setting, 4e-3)[1]) for m in spec['depth']}
+        cfg = {m: resolve_config(lab_spec.muon_run(m, setting, 4e-3)[1]) for m in spec['depth']}
         want = {k: cfg['GPT 6L'][k] for k in recipe}
         assert all({k: c[k] for k in recipe} == want for c in cfg.values())
         assert (want['optimizer'], want['muon_variant'], want['learning_rate'], want['muon_lr']) == ('muon', 'parcae', 4e-3, None)
@@ -100,7 +111,7 @@ def test_the_lt_fit_tells_the_four_forms_apart():
     exp = [2.0 + 0.5 * math.exp(-0.7 * t) for t in T]
     power = [2.0 + 0.5 * t ** -1.2 for t in T]
     for curve, form in ((exp, 'L_inf + Z exp(-zT)'), (power, 'L_inf + Z T^-z')):
-        fits = results.fit_forms(T, curve, 4)
+        fits = stats.fit_forms(T, curve, 4)
         assert fits[form]['in'] < 1e-12 and fits[form]['extrapolation'] < 1e-12, fits[form]
         assert min(f['extrapolation'] for k, f in fits.items() if k != form) > 100 * fits[form]['extrapolation']
     assert fits['Z T^-z']['in'] > 1e-7     # no floor cannot follow a curve that saturates at 2.0
@@ -112,24 +123,24 @@ def test_the_rate_grid_widens_until_its_best_lies_inside():
     def loss(lr):      # a bowl in log rate, lowest at 3.2e-2; a diverged run is NaN
         trained.append(lr)
         return math.nan if lr > 0.1 else (math.log(lr) - math.log(3.2e-2)) ** 2
-    lrs, best = results.bracket((4e-3, 8e-3, 1.6e-2), loss)
+    lrs, best = stats.bracket((4e-3, 8e-3, 1.6e-2), loss)
     assert best == pytest.approx(3.2e-2) and lrs[-1] == pytest.approx(6.4e-2) and len(lrs) == 5
-    assert results.bracket((4e-3, 8e-3, 1.6e-2), lambda lr: math.nan if lr < 8e-3 else lr)[1] == 8e-3
-    assert len(results.bracket((1.0, 2.0), lambda lr: -lr)[0]) == 7     # it stops at 7 rates
+    assert stats.bracket((4e-3, 8e-3, 1.6e-2), lambda lr: math.nan if lr < 8e-3 else lr)[1] == 8e-3
+    assert len(stats.bracket((1.0, 2.0), lambda lr: -lr)[0]) == 7     # it stops at 7 rates
 
 
 def test_verdicts_for_a_loss_and_an_accuracy():
     def row(xs):
-        m, sd = results.mean_sd(xs)
+        m, sd = stats.mean_sd(xs)
         return {'mean': m, 'sd': sd}
     low, high = row([1.0, 1.01, 1.02]), row([1.1, 1.11, 1.12])
-    assert results.verdict(low, high) == 'holds' and results.verdict(high, low) == 'run lower'
-    assert results.verdict(high, low, higher=True) == 'holds' and results.verdict(low, row([1.01, 1.02, 1.03])) == 'tie'
-    assert results.verdict(low, row([1.5])) == 'one seed'
+    assert stats.verdict(low, high) == 'holds' and stats.verdict(high, low) == 'run lower'
+    assert stats.verdict(high, low, higher=True) == 'holds' and stats.verdict(low, row([1.01, 1.02, 1.03])) == 'tie'
+    assert stats.verdict(low, row([1.5])) == 'one seed'
 
 
 def test_workspace_rows_are_parameter_matched():
-    counts = [n_params(args, 257) for args in results.PAPERS['workspace']['runs'].values()]
+    counts = [n_params(args, 257) for args in lab_spec.PAPERS['workspace']['runs'].values()]
     # matched again at block 128: within 0.04% of each other, as the paper's 0.918M rows (918,241 to 918,524)
     assert (max(counts) - min(counts)) / min(counts) < 4e-4, counts
 
@@ -138,7 +149,7 @@ def test_workspace_second_size_rows_are_matched_by_the_nearest_d_ff():
     # each row at 3/8 of its first-size width with its head count kept (heads and slots of 12), its d_ff the integer
     # nearest the workspace's count (the first size's 0.04% is finer than one d_ff step here: 129 to 516 parameters);
     # the data and recipe are the first size's but for the length
-    first, small = results.PAPERS['workspace']['runs'], results.PAPERS['workspace']['small']['runs']
+    first, small = lab_spec.PAPERS['workspace']['runs'], lab_spec.PAPERS['workspace']['small']['runs']
     assert list(small) == list(first)
     ws = n_params(small['workspace'], 257)
 
@@ -157,12 +168,12 @@ def test_workspace_second_size_rows_are_matched_by_the_nearest_d_ff():
 
 
 def test_parcae_second_size_gpt_is_matched_and_shares_table_21s_recipe():
-    spec = results.PAPERS['parcae']
-    small = {m: resolve_config(spec['small']['runs'][m]) for m in results.PARCAE_TUNED}
-    big = {m: resolve_config(results.muon_run(m, 'Shakespeare', 8e-3)[1]) for m in results.PARCAE_TUNED}
+    spec = lab_spec.PAPERS['parcae']
+    small = {m: resolve_config(spec['small']['runs'][m]) for m in lab_spec.PARCAE_TUNED}
+    big = {m: resolve_config(lab_spec.muon_run(m, 'Shakespeare', 8e-3)[1]) for m in lab_spec.PARCAE_TUNED}
     # parameter-matched as the first size (within 0.1%: d_ff 200 is the nearest, one step is 576 parameters)
     assert abs(n_params(spec['small']['runs']['GPT 6L'], 65) / n_params(spec['small']['runs']['Parcae'], 65) - 1) < 1e-3
-    for m in results.PARCAE_TUNED:
+    for m in lab_spec.PARCAE_TUNED:
         changed = {k for k in small[m] if small[m][k] != big[m][k]}
         assert changed <= {'n_embd', 'n_head', 'head_dim', 'd_ff', 'max_iters', 'eval_interval', 'muon_momentum_warmup',
                            'out_dir'}, m
@@ -173,7 +184,7 @@ def test_parcae_second_size_gpt_is_matched_and_shares_table_21s_recipe():
 
 
 def test_fon_and_its_transformers_are_parameter_matched():
-    runs = results.PAPERS['fon']['runs']
+    runs = lab_spec.PAPERS['fon']['runs']
     fon = n_params(runs['FON PC'], 66)
     for name in ('GPT RoPE', 'GPT ALiBi'):
         assert abs(n_params(runs[name], 66) / fon - 1) < 1e-3
@@ -182,7 +193,7 @@ def test_fon_and_its_transformers_are_parameter_matched():
 
 
 def test_fon_and_its_mamba2_are_matched_in_parameters_and_flops():
-    runs = results.PAPERS['fon']['runs']
+    runs = lab_spec.PAPERS['fon']['runs']
     sizes = {}
     for name in ('FON PC', 'Mamba2'):
         cfg = resolve_config(runs[name])
@@ -191,10 +202,10 @@ def test_fon_and_its_mamba2_are_matched_in_parameters_and_flops():
         sizes[name] = (m.num_params(), m.flops_per_token(cfg['block_size']))
     assert abs(sizes['Mamba2'][0] / sizes['FON PC'][0] - 1) < 0.02, sizes    # 880,608 vs 891,908
     assert abs(sizes['Mamba2'][1] / sizes['FON PC'][1] - 1) < 0.01, sizes    # 6.92M vs 6.91M FLOPs per token
-    assert all(results.PAPERS['fon']['seeds_by_run'][n] >= 3 for n in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi'))
+    assert all(lab_spec.PAPERS['fon']['seeds_by_run'][n] >= 3 for n in ('FON PC', 'Mamba2', 'GPT RoPE', 'GPT ALiBi'))
 
 
-def test_a_diverged_run_is_a_result(tmp_path, monkeypatch):
+def test_a_diverged_run_is_a_result(lab, tmp_path, monkeypatch):
     out = str(tmp_path / 'run')
     os.makedirs(out)
     with open(os.path.join(out, 'log.jsonl'), 'w') as f:
@@ -203,15 +214,15 @@ def test_a_diverged_run_is_a_result(tmp_path, monkeypatch):
 
     def stopped(*a, **k):   # train.py's one-line stop (exit 2) after it logged
         raise subprocess.CalledProcessError(2, ['python', 'train.py', '--lr=1'])
-    monkeypatch.setattr(results, 'train', stopped)
-    assert results.train_or_diverge([], out, 1337, 0)[1] == 20
+    monkeypatch.setattr(lab, 'train', stopped)
+    assert lab.train_or_diverge([], out, 1337)[1] == 20
     assert json.load(open(os.path.join(out, 'done.json')))['diverged'] == 20
 
     def crashed(*a, **k):   # any other failure is still an error
         raise subprocess.CalledProcessError(1, ['python', 'train.py'])
-    monkeypatch.setattr(results, 'train', crashed)
+    monkeypatch.setattr(lab, 'train', crashed)
     with pytest.raises(subprocess.CalledProcessError):
-        results.train_or_diverge([], str(tmp_path / 'other'), 1337, 0)
+        lab.train_or_diverge([], str(tmp_path / 'other'), 1337)
 
 
 def test_stability_reads_the_largest_rise_after_warmup(tmp_path):
@@ -221,28 +232,27 @@ def test_stability_reads_the_largest_rise_after_warmup(tmp_path):
         for i, l in enumerate(losses):
             f.write(json.dumps({'kind': 'train', 'iter': 10 * i, 'loss': l, 'spectral_radius': 0.5 + i / 100,
                                 'state_norm': 10.0}) + '\n')
-    s = results.stability(out, warmup=50)
+    s = lab_parcae.stability(out, warmup=50)
     assert s['rise'] == pytest.approx(0.9)
     assert s['rho_max'] == pytest.approx(0.5 + 14 / 100) and s['norm_end'] == 10.0
 
 
-def test_a_missing_dataset_is_one_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(results, 'ROOT', str(tmp_path))
+def test_a_missing_dataset_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
-        results.main(['workspace'])
+        cli.main(['workspace'], root=str(tmp_path))
     assert e.value.code == 2
     assert capsys.readouterr().err.startswith(
         'error: no data/shakespeare_byte: run python prepare_data.py shakespeare --tokenizer byte')
     os.makedirs(tmp_path / 'data' / 'shakespeare_char')
     (tmp_path / 'data' / 'shakespeare_char' / 'train.bin').write_bytes(b'')
     with pytest.raises(SystemExit) as e:     # parcae's battery setting needs the battery too
-        results.main(['parcae'])
+        cli.main(['parcae'], root=str(tmp_path))
     assert e.value.code == 2
     assert capsys.readouterr().err == 'error: no data/synthetic: run python prepare_data.py synthetic first\n'
 
 
 def test_textnca_controls_and_the_receptive_field_of_the_schedule_runs():
-    runs = results.PAPERS['textnca']['runs']
+    runs = lab_spec.PAPERS['textnca']['runs']
     staged = resolve_config(runs['staged (2, 8, 32)'])
     # Sec. 3.2: R_k = 1 + sum_{j<=k} Ts (w_j - 1); as 661 > 512 > 153, the field passes the block only in stage 3
     fields = [1 + sum(staged['Ts'] * (w - 1) for w in staged['windows'][:k]) for k in (1, 2, 3)]
@@ -261,7 +271,7 @@ def test_textnca_controls_and_the_receptive_field_of_the_schedule_runs():
 
 
 def test_fon_infill_arms_start_from_their_own_pretraining():
-    spec = results.PAPERS['fon']
+    spec = lab_spec.PAPERS['fon']
     ft = spec['finetune']
     assert ft['FON PC + holes'][0] == 'FON PC' and ft['FON OD + holes'][0] == ft['FON AR + holes'][0] == 'FON AR/OD'
     coupling = {n: resolve_config(spec['runs'][src] + args)['coupling'] for n, (src, args) in ft.items()
@@ -280,7 +290,7 @@ def test_fon_infill_arms_start_from_their_own_pretraining():
     rates = {'FON PC': 4e-3, 'FON AR/OD': 2e-3, 'GPT learned': 8e-3}
     by = {src: {'lr': lr, 'seeds': [1337, 1338], 'dirs': [f'pre/{src}/{s}' for s in (1337, 1338)]}
           for src, lr in rates.items()}
-    for name, runs in results.finetunes(spec, by).items():
+    for name, runs in lab_fon.finetunes(spec, by).items():
         src = ft[name][0]
         assert [seed for seed, _ in runs] == [1337, 1338]
         for seed, args in runs:
@@ -294,18 +304,18 @@ def test_fon_infill_arms_start_from_their_own_pretraining():
 def test_every_run_beside_a_bracketed_model_trains_at_a_bracketed_rate(paper):
     # an ablation at its config's rate beside its model at the bracketed one compares rates, not heads
     # (Parcae's Adam rows are Table 2's own fixed rates)
-    for spec in (results.PAPERS[paper], results.PAPERS[paper]['small']):
+    for spec in (lab_spec.PAPERS[paper], lab_spec.PAPERS[paper]['small']):
         tune_as = spec.get('tune_as', {})
         assert [n for n in spec['runs'] if n not in spec['tune'] and n not in tune_as] == []
         assert set(tune_as.values()) <= set(spec['tune'])
 
 
-def test_slot_gives_a_freed_slot_to_the_lowest_rank_waiting(monkeypatch):
-    monkeypatch.setattr(results, 'JOBS', 1)
+def test_slot_gives_a_freed_slot_to_the_lowest_rank_waiting(lab, monkeypatch):
+    lab.jobs = 1
     order, inside, most, hold = [], [0], [0], threading.Event()
 
     def run(rank):
-        with results.slot(rank):
+        with lab.slot(rank):
             inside[0] += 1
             most[0] = max(most[0], inside[0])
             order.append(rank)
@@ -318,7 +328,7 @@ def test_slot_gives_a_freed_slot_to_the_lowest_rank_waiting(monkeypatch):
         time.sleep(0.01)
     for t in threads[1:]:
         t.start()
-    while len(results.WAITING) + len(order) < 5:    # every later rank waits for the one slot (or took it)
+    while len(lab.waiting) + len(order) < 5:    # every later rank waits for the one slot (or took it)
         time.sleep(0.01)
     hold.set()
     for t in threads:
@@ -326,91 +336,89 @@ def test_slot_gives_a_freed_slot_to_the_lowest_rank_waiting(monkeypatch):
     assert order == [(0,), (1, 1e-3), (1, 2e-3), (2,), (3,)] and most[0] == 1
 
 
-def test_slot_kept_for_a_live_run_of_a_lower_rank_between_its_steps(monkeypatch):
+def test_slot_kept_for_a_live_run_of_a_lower_rank_between_its_steps(lab, monkeypatch):
     # a run's bracket asks for its next rate a moment after its last one ends: the slot waits for it
-    monkeypatch.setattr(results, 'JOBS', 1)
+    lab.jobs = 1
     order = []
 
     def run(rank):
-        with results.slot(rank):
+        with lab.slot(rank):
             order.append(rank)
     later = threading.Thread(target=run, args=((1, 1337),))
-    with results.live(0):
+    with lab.live(0):
         run((0, 1337))    # its first step
         later.start()
-        while not results.WAITING and not order[1:]:
+        while not lab.waiting and not order[1:]:
             time.sleep(0.01)
         run((0, 1338))    # its next, the slot still free for it
     later.join()
-    assert order == [(0, 1337), (0, 1338), (1, 1337)] and results.LIVE == set()
+    assert order == [(0, 1337), (0, 1338), (1, 1337)] and lab.live_ranks == set()
 
 
-def test_a_stop_frees_the_runs_waiting_and_starts_no_other(monkeypatch, tmp_path):
+def test_a_stop_frees_the_runs_waiting_and_starts_no_other(lab, monkeypatch, tmp_path):
     # a signal ends the runs under way; the threads waiting for a slot or queued must not start theirs
-    monkeypatch.setattr(results, 'JOBS', 1)
-    monkeypatch.setattr(results, 'STOPPING', threading.Event())
+    lab.jobs = 1
     got = []
 
     def wait():
         try:
-            with results.slot((1,)):
+            with lab.slot((1,)):
                 got.append('ran')
         except KeyboardInterrupt:
             got.append('gave up')
-    with results.slot((0,)):
+    with lab.slot((0,)):
         later = threading.Thread(target=wait)
         later.start()
-        while not results.WAITING and not got:
+        while not lab.waiting and not got:
             time.sleep(0.01)
-        results.stop()
+        lab.stop()
         later.join(timeout=60)    # were it still waiting, it would wait for this slot: not forever
-    assert got == ['gave up'] and results.WAITING == [] and results.HELD == []
+    assert got == ['gave up'] and lab.waiting == [] and lab.held == []
     made = tmp_path / 'made'
     with pytest.raises(KeyboardInterrupt):
-        results.run_with_progress([sys.executable, '-c', f'open({str(made)!r}, "w")'], 'x')
+        lab.run_with_progress([sys.executable, '-c', f'open({str(made)!r}, "w")'], 'x')
     assert not made.exists()
 
 
-def test_a_failed_run_stops_the_others_at_once(monkeypatch):
+def test_a_failed_run_stops_the_others_at_once(lab, monkeypatch):
     # one job fails: the one under way is stopped (not left to train for hours) and the queued one trains
     # none (cancelled, or stopped at its start as train() is); without the stop the one under way would
     # wait out its 60 s and the queued one would train
-    monkeypatch.setattr(results, 'STOPPING', threading.Event())
     trained, stopped, done = [], [], {}
 
     def run(j):
         if j == 'fails':
             raise ValueError('bad config')
         if j == 'under way':
-            stopped.append(results.STOPPING.wait(timeout=60))
-        results.check_stopping()
+            stopped.append(lab.stopping.wait(timeout=60))
+        lab.check_stopping()
         trained.append(j)
     with pytest.raises(ValueError, match='bad config'):
-        results.run_jobs(run, ['under way', 'fails', 'queued'], done, threads=2)
+        lab.run_jobs(run, ['under way', 'fails', 'queued'], done, threads=2)
     assert stopped == [True] and trained == [] and done == {}
 
 
 def test_seeds_are_the_papers_labels_then_from_1337():
-    ws, tx = results.PAPERS['workspace'], results.PAPERS['textnca']
-    assert results.seed_list(ws, 'workspace', 3) == [11, 23, 37]
-    assert results.seed_list(ws, 'workspace', 5) == [11, 23, 37, 1337, 1338]      # --seeds=5
-    assert results.seed_list(tx, 'Ts=8', 3) == [1337]                             # its own count
-    assert results.seed_list(tx, 'Ts=8', 2) == [1337, 1338]                       # --seeds overrides it
+    ws, tx = lab_spec.PAPERS['workspace'], lab_spec.PAPERS['textnca']
+    assert lab_spec.seed_list(ws, 'workspace', 3) == [11, 23, 37]
+    assert lab_spec.seed_list(ws, 'workspace', 5) == [11, 23, 37, 1337, 1338]      # --seeds=5
+    assert lab_spec.seed_list(tx, 'Ts=8', 3) == [1337]                             # its own count
+    assert lab_spec.seed_list(tx, 'Ts=8', 2) == [1337, 1338]                       # --seeds overrides it
 
 
-def test_comparison_verdicts(monkeypatch):
-    monkeypatch.setattr(results, 'counts', lambda out: (100, 90, 6e6))
+def test_comparison_verdicts(lab, monkeypatch):
+    monkeypatch.setattr(tables, 'counts', lambda out: (100, 90, 6e6))
     curve = [(0, 4.0), (500, 2.5), (1000, 2.0), (1500, 1.9)]
-    rows = [{'run': n, 'seeds': [1], 'losses': ls, 'mean': results.mean_sd(ls)[0], 'sd': results.mean_sd(ls)[1]}
+    rows = [{'run': n, 'seeds': [1], 'losses': ls, 'mean': stats.mean_sd(ls)[0], 'sd': stats.mean_sd(ls)[1]}
             for n, ls in (('ref', [1.00, 1.01, 1.02]), ('far', [1.10, 1.11, 1.12]), ('near', [1.01, 1.02, 1.03]),
                           ('ahead', [0.90, 0.91, 0.92]), ('single', [1.2]))]
-    md = results.comparison('x', rows, {r['run']: [curve] for r in rows}, 'ref', [r['run'] for r in rows])
+    md = tables.comparison(lab, 'x', rows, {r['run']: [curve] for r in rows}, 'ref', [r['run'] for r in rows])
     verdict = {line.split(' | ')[0][2:]: line.split(' | ')[-1].rstrip(' |') for line in md[2:]}
     assert verdict == {'ref': '', 'far': 'holds', 'near': 'tie', 'ahead': 'run lower', 'single': 'one seed'}
     assert all('2.000 (iter 1000)' in line for line in md[2:])     # at 2/3: the eval nearest 1000 of 1500
 
 
-def test_a_run_read_along_the_way_continues_leg_by_leg(tmp_path, monkeypatch):
+def test_a_run_read_along_the_way_continues_leg_by_leg(lab, tmp_path, monkeypatch):
     out = str(tmp_path / 'run')
     os.makedirs(out)
     calls = []
@@ -418,10 +426,10 @@ def test_a_run_read_along_the_way_continues_leg_by_leg(tmp_path, monkeypatch):
     def fake(cmd, name):   # train.py: writes the checkpoint
         calls.append(cmd)
         open(os.path.join(out, 'ckpt.pt'), 'w').close()
-    monkeypatch.setattr(results, 'run_with_progress', fake)
-    results.train(['c.py'], out, 1, 0, upto=250)
-    results.train(['c.py'], out, 1, 0, upto=250)          # that leg is done: nothing runs
-    results.train(['c.py'], out, 1, 0, upto=750)
+    monkeypatch.setattr(lab, 'run_with_progress', fake)
+    lab.train(['c.py'], out, 1, upto=250)
+    lab.train(['c.py'], out, 1, upto=250)          # that leg is done: nothing runs
+    lab.train(['c.py'], out, 1, upto=750)
     assert len(calls) == 2
     assert '--max_iters=250' in calls[0] and '--init_from=resume' not in calls[0]
     assert calls[1][-2:] == ['--max_iters=750', '--init_from=resume']
@@ -429,38 +437,38 @@ def test_a_run_read_along_the_way_continues_leg_by_leg(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize('pc_passes, stop', [(4000, 4000), (750, 2500), (None, 6000)])
-def test_infill_arms_train_leg_by_leg_until_every_revising_arm_passes_its_prior(tmp_path, monkeypatch, pc_passes, stop):
+def test_infill_arms_train_leg_by_leg_until_every_revising_arm_passes_its_prior(lab, tmp_path, monkeypatch, pc_passes, stop):
     # made-up readings (nothing trains): each seed's LM prior is its own; OD passes it from 1,500, PC and PC then OD
     # from pc_passes (PC then OD's first seed only then), AR and the GPT never. The legs stop at the first leg of
     # 2,000 or more where every seed of PC, OD and PC then OD is past its prior, or at the last
     monkeypatch.chdir(tmp_path)
-    spec, trained = results.PAPERS['fon'], []
+    spec, trained = lab_spec.PAPERS['fon'], []
     seeds = {name: [1337] if 'GPT' in name else [1337, 1338, 1339] for name in spec['finetune']}
     ft = {name: [(seed, ['c.py', f'--init_from=pre/{src}-{seed}']) for seed in seeds[name]]
           for name, (src, _) in spec['finetune'].items()}
     after = {'FON PC + holes': (-0.05, 0.03), 'FON OD + holes': (-0.05, 0.06), 'FON AR + holes': (-0.04, -0.04),
              'FON PC then OD + holes': (0.001, 0.031), 'GPT learned + holes': (-0.10, -0.10)}
 
-    def train(args, out, seed, iters, upto=None):
+    def train(args, out, seed, iters=None, upto=None):
         trained.append((out, seed, upto))
         return upto / 10
 
     def eval_json(out, file, *args, leg=None):
-        name = next(n for n in spec['finetune'] if out == results.run_dir('fon', n, int(out[-4:])))
+        name = next(n for n in spec['finetune'] if out == lab.run_dir('fon', n, int(out[-4:])))
         seed = int(out[-4:])
         assert f'--baseline_from=pre/{spec["finetune"][name][0]}-{seed}' in args and file == 'infill.json'
         prior = 0.50 + 0.001 * (seed - 1337)
         late = leg >= (1500 if name == 'FON OD + holes' else pc_passes or math.inf)
         return {'holes': 1000, 'infill_acc': prior + after[name][late] + 0.002 * (seed - 1338),
                 'unholed_prefix_acc': 0.6, 'pretrained_prefix_acc': prior}
-    monkeypatch.setattr(results, 'train', train)
-    monkeypatch.setattr(results, 'eval_json', eval_json)
-    fill, secs = results.finetune_legs(ft, spec, 0)
+    monkeypatch.setattr(lab, 'train', train)
+    monkeypatch.setattr(lab, 'eval_json', eval_json)
+    fill, secs = lab_fon.finetune_legs(lab, ft, spec)
     legs = [leg for leg in spec['legs'] if leg <= stop]
-    assert sorted(trained) == sorted((results.run_dir('fon', name, seed), seed, leg)
+    assert sorted(trained) == sorted((lab.run_dir('fon', name, seed), seed, leg)
                                      for name in ft for seed in seeds[name] for leg in legs)
     assert secs['FON PC + holes'] == [stop / 10] * 3 and [leg for leg, _ in fill['FON AR + holes']] == legs
-    md = results.infill_md(fill, spec['must_pass'])
+    md = lab_fon.infill_md(fill, spec['must_pass'])
     rows = {line.split(' | ')[0][2:]: line.split(' | ') for line in md if line.startswith('| ')}
     passed = {name: row[-4] for name, row in rows.items() if name in spec['finetune']}
     late = f'{pc_passes} it' if pc_passes else f'not by {stop} it'
@@ -482,50 +490,50 @@ def test_infill_arms_train_leg_by_leg_until_every_revising_arm_passes_its_prior(
         assert md[-1].startswith('At the last leg (6000 iterations) not every seed of PC, OD, PC then OD fills')
 
 
-def test_an_arm_fine_tuned_from_another_pretraining_is_not_reused(tmp_path, monkeypatch, capsys):
+def test_an_arm_fine_tuned_from_another_pretraining_is_not_reused(lab, tmp_path, monkeypatch, capsys):
     # FON PC retrained at its bracketed rate: the finished fine-tune of its old folder is refused, nothing trains
     monkeypatch.chdir(tmp_path)
-    spec = results.PAPERS['fon']
-    ft = {name: [(1337, ['c.py', f"--init_from={results.run_dir('fon', results.rated(src, 4e-3), 1337)}"])]
+    spec = lab_spec.PAPERS['fon']
+    ft = {name: [(1337, ['c.py', f"--init_from={lab.run_dir('fon', lab_spec.rated(src, 4e-3), 1337)}"])]
           for name, (src, _) in spec['finetune'].items()}
-    out = results.run_dir('fon', 'FON PC + holes', 1337)
+    out = lab.run_dir('fon', 'FON PC + holes', 1337)
     os.makedirs(out)
-    old = results.run_dir('fon', 'FON PC', 1337)
+    old = lab.run_dir('fon', 'FON PC', 1337)
     json.dump({'seconds': 1.0, 'upto': 1500, 'command': f'train.py c.py --init_from={old} --out_dir={out}'},
               open(os.path.join(out, 'done.json'), 'w'))
-    monkeypatch.setattr(results, 'train', lambda *a, **k: pytest.fail('trained'))
+    monkeypatch.setattr(lab, 'train', lambda *a, **k: pytest.fail('trained'))
     with pytest.raises(SystemExit) as e:
-        results.finetune_legs(ft, spec, 0)
+        lab_fon.finetune_legs(lab, ft, spec)
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.startswith(f'error: {out} was fine-tuned from another run than ')
     assert len(err.strip().splitlines()) == 1
     # the same pretraining at another fine-tuning rate than the one it was recorded with: refused too
-    now = results.run_dir('fon', results.rated('FON PC', 4e-3), 1337)
+    now = lab.run_dir('fon', lab_spec.rated('FON PC', 4e-3), 1337)
     json.dump({'seconds': 1.0, 'upto': 1500, 'command': f'train.py c.py --init_from={now} --out_dir={out}'},
               open(os.path.join(out, 'done.json'), 'w'))
     ft = {'FON PC + holes': [(1337, ['c.py', '--learning_rate=0.00133333', f'--init_from={now}'])]}
     with pytest.raises(SystemExit):
-        results.finetune_legs(ft, spec, 0)
+        lab_fon.finetune_legs(lab, ft, spec)
     assert capsys.readouterr().err == (f'error: {out} was fine-tuned at another rate than 0.00133333: move it '
                                        'aside to fine-tune it again as asked\n')
 
 
-def test_a_finished_run_from_other_weights_or_at_another_rate_is_refused_not_kept(tmp_path, monkeypatch, capsys):
+def test_a_finished_run_from_other_weights_or_at_another_rate_is_refused_not_kept(lab, tmp_path, monkeypatch, capsys):
     # a depth stage's folder is named by its place in the curriculum; the same name reached from another stage
     # (a repeat rule changed, a record retrained to other weights) must not pass for the one asked for
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(results, 'run_with_progress', lambda *a: pytest.fail('trained'))
-    out = results.stage_dir('GPT 3L', 1e-3, 3, 1337, 1)
+    monkeypatch.setattr(lab, 'run_with_progress', lambda *a: pytest.fail('trained'))
+    out = lab_depth.stage_dir(lab, 'GPT 3L', 1e-3, 3, 1337, 1)
     os.makedirs(out)
-    old, new = (results.stage_dir('GPT 3L', 1e-3, n, 1337, r) for n, r in ((2, 1), (3, 0)))
+    old, new = (lab_depth.stage_dir(lab, 'GPT 3L', 1e-3, n, 1337, r) for n, r in ((2, 1), (3, 0)))
     json.dump({'seconds': 5.0, 'command': f'train.py c.py --learning_rate=0.001 --init_from={old} --out_dir={out}'},
               open(os.path.join(out, 'done.json'), 'w'))
-    assert results.train(['c.py', f'--init_from={old}'], out, 1337, 0) == 5.0    # its own source: kept
-    assert results.train(['c.py', '--learning_rate=0.001', f'--init_from={old}'], out, 1337, 0) == 5.0
+    assert lab.train(['c.py', f'--init_from={old}'], out, 1337) == 5.0    # its own source: kept
+    assert lab.train(['c.py', '--learning_rate=0.001', f'--init_from={old}'], out, 1337) == 5.0
     for args, how in (([f'--init_from={new}'], f'from another run than {new}'),
                       (['--learning_rate=0.002', f'--init_from={old}'], 'at another rate than 0.002')):
         with pytest.raises(SystemExit) as e:
-            results.train(['c.py', *args], out, 1337, 0)
+            lab.train(['c.py', *args], out, 1337)
         err = capsys.readouterr().err
         assert e.value.code == 2
         assert err == f'error: {out} was trained {how}: move it aside to train it again as asked\n'
@@ -535,8 +543,8 @@ def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
     # FON PC, a causal GPT, a GPT trained causal=False (the BERT-style encoder, holed from its first step) and
     # Mamba2, each config/fon/fon_cpu_battery.py's d 64, L 2 model, each fine-tuned as fon_cpu_battery_ft.py does
     # Table 5's arms beside them: OD from a drafting-only pretraining, PC then OD from PC's, three seeds each
-    spec = results.PAPERS['battery']
-    assert list(results.PAPERS)[-1] == 'battery' and spec['datasets'] == [('synthetic', 'synthetic')]
+    spec = lab_spec.PAPERS['battery']
+    assert list(lab_spec.PAPERS)[-1] == 'battery' and spec['datasets'] == [('synthetic', 'synthetic')]
     assert spec['seeds'] == 3 and {src for src, _ in spec['finetune'].values()} == set(spec['runs'])
     assert set(spec['arms']) <= set(spec['finetune']) and spec['arm_tasks'] == ('ind_r', 'mem_r')
     coupling = {ft: resolve_config(spec['runs'][src] + extra).get('coupling', 'PC (the default)')
@@ -565,20 +573,20 @@ def test_battery_runs_are_table_8s_models_on_the_battery_recipe():
 
 
 def test_wilson_interval():
-    assert results.wilson(50, 100) == pytest.approx((0.4038, 0.5962), abs=1e-4)
-    lo, hi = results.wilson(0, 375)
+    assert stats.wilson(50, 100) == pytest.approx((0.4038, 0.5962), abs=1e-4)
+    lo, hi = stats.wilson(0, 375)
     assert lo == 0 and hi == pytest.approx(0.0101, abs=1e-4)      # what an all-wrong task's row shows
-    assert results.wilson(375, 375)[1] == 1 and all(math.isnan(x) for x in results.wilson(0, 0))
+    assert stats.wilson(375, 375)[1] == 1 and all(math.isnan(x) for x in stats.wilson(0, 0))
 
 
-def test_battery_report_pools_seeds_and_checks_the_claim(tmp_path, monkeypatch):
+def test_battery_report_pools_seeds_and_checks_the_claim(lab, tmp_path, monkeypatch):
     # the report alone, from made-up readings (nothing trains): a bidirectional GPT right everywhere, FON right
     # (0.9) wherever its look-ahead reaches and wrong on the far five, the causal readers wrong everywhere
     import battery
     monkeypatch.chdir(tmp_path)
     trained = []
 
-    def train(args, out, seed, iters):
+    def train(args, out, seed, iters=None):
         trained.append((out, seed))
         os.makedirs(out, exist_ok=True)
         json.dump({'model': 'gpt', 'causal': 'bidirectional' not in out}, open(os.path.join(out, 'config.json'), 'w'))
@@ -591,11 +599,11 @@ def test_battery_report_pools_seeds_and_checks_the_claim(tmp_path, monkeypatch):
             r.update({'fill_bidirectional': 1.0} if bi else
                      {'fill': 0.9 if fon and t not in battery.FAR else 0.0, 'generate': 0.0})
         return {'tasks': rows}
-    monkeypatch.setattr(results, 'train', train)
-    monkeypatch.setattr(results, 'evaluate', lambda out, *a: {'loss': 2.0})
-    monkeypatch.setattr(results, 'eval_json', reading)
-    rows, fig, md = results.battery(2, 0)
-    spec = results.PAPERS['battery']
+    monkeypatch.setattr(lab, 'train', train)
+    monkeypatch.setattr(lab, 'evaluate', lambda out, *a: {'loss': 2.0})
+    monkeypatch.setattr(lab, 'eval_json', reading)
+    rows, fig, md = lab_battery.battery(lab, 2)
+    spec = lab_spec.PAPERS['battery']
     assert [r['run'] for r in rows] == list(spec['runs']) + list(spec['finetune']) and len(rows) == 11
     assert all(r['losses'] == [2.0, 2.0] and r['seconds'] == 120.0 for r in rows)
     # every pretraining trained before any chain that starts from it: each once per seed, then by its chains
@@ -623,7 +631,7 @@ def test_battery_arms_on_ind_r_and_mem_r_over_seeds():
     done = {(arm, seed): (None, None, {'tasks': {t: {'fill': fills[arm][i][seed - 1337], 'n': 375, 'chance': c}
                                                  for i, (t, c) in enumerate((('ind_r', 0.0), ('mem_r', 0.1)))}})
             for arm in fills for seed in seeds}
-    md = results.battery_arms_md(done, seeds)
+    md = lab_battery.battery_arms_md(done, seeds)
     rows = [line for line in md if line.startswith('| ')]
     assert rows[0] == ('| arm | seeds | ind_r fill (chance 0.000) | per seed | PC - arm | verdict | '
                        'mem_r fill (chance 0.100) | per seed | PC - arm | verdict |')
@@ -634,12 +642,12 @@ def test_battery_arms_on_ind_r_and_mem_r_over_seeds():
         '0.400, 0.410, 0.420 | -0.130 | run higher |',
         '| FON PC then OD + holes | 3 | 0.900 +- 0.020 | 0.880, 0.900, 0.920 | +0.000 | tie | 0.210 +- 0.010 | '
         '0.200, 0.210, 0.220 | +0.070 | holds |']
-    one = [line for line in results.battery_arms_md(done, range(1337, 1338)) if line.startswith('| FON OD')]
+    one = [line for line in lab_battery.battery_arms_md(done, range(1337, 1338)) if line.startswith('| FON OD')]
     assert one == ['| FON OD + holes | 1 | 0.500 | 0.500 | +0.390 | one seed | 0.400 | 0.400 | -0.130 | one seed |']
 
 
 @pytest.mark.parametrize('deep_wins', [True, False])
-def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch, deep_wins):
+def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkeypatch, deep_wins):
     # made-up runs (nothing trains): each GPT's answer loss is lowest at its own rate, one of them beyond
     # the first grid; the 6L answers every hop count right (within seed noise), the 3L those of two lookups at
     # most (k = 1, 2 and k = 6, two back around the cycle), which the gate leaves out. Each
@@ -662,7 +670,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
             return at_chance / 2 + 1e-3     # just short of learned: repeated
         return at_chance / 2 - 1e-3
 
-    def train(args, out, seed, iters):
+    def train(args, out, seed, iters=None):
         made_up_run(args, out, 44)
         n = int(next(a for a in args if a.startswith('--dataset=hops'))[len('--dataset=hops'):] or 6)
         with open(os.path.join(out, 'log.jsonl'), 'w') as f:   # each stage's last answer loss
@@ -688,13 +696,13 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
             assert any(x.lower() == f'--{knob}={depth}' for x in a)
             right = lambda k: 0.15 + (0 if '_1_lr_' in out else 0.1 * min(depth, 6)) + 0.001 * (seed - 1337)
         return {'tasks': {t: {'generate': right(int(t[3:]))} for t in battery.HOP_TASKS}}
-    monkeypatch.setattr(results, 'train', train)
-    monkeypatch.setattr(results, 'evaluate', evaluate)
-    monkeypatch.setattr(results, 'eval_json', reading)
+    monkeypatch.setattr(lab, 'train', train)
+    monkeypatch.setattr(lab, 'evaluate', evaluate)
+    monkeypatch.setattr(lab, 'eval_json', reading)
     written = []    # the gate's table is written before any looped model trains, then each pair's as it is decided
-    monkeypatch.setattr(results, 'write', lambda paper, rows, fig, md, seeds: written.append(
+    monkeypatch.setattr(lab_depth, 'write', lambda lab, paper, rows, fig, md, seeds: written.append(
         (paper, [r['run'] for r in rows], md, any('Parcae' in out for out, _, _ in trained))))
-    rows, fig, md = results.depth(3, 0)
+    rows, fig, md = lab_depth.depth(lab, 3)
     if deep_wins:
         gate = ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']
         assert [w[:2] for w in written] == [
@@ -708,29 +716,29 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     else:
         assert written == []    # main() writes the only table
     assert [r['run'] for r in rows][:2] == ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']
-    looped = results.PAPERS['depth']['looped']
+    looped = lab_spec.PAPERS['depth']['looped']
     if deep_wins:    # the looped models and their controls train only once the gate holds, each at its own rate
         assert [r['run'] for r in rows][2:] == [f'{n} (lr 0.002)' for n in looped if n != 'TextNCA']
         # TextNCA: three passes of one hop at each rate of the grid, seed 1337 only, then no wider grid, no seeds
-        more = results.STAGE_REPEATS
+        more = lab_spec.STAGE_REPEATS
         assert sorted(out for out, _, _ in trained if 'TextNCA_lr_' in out) == sorted(
-            results.stage_dir('TextNCA', lr, 1, 1337, r) for lr in results.DEPTH_LRS for r in range(1 + more))
+            lab_depth.stage_dir(lab, 'TextNCA', lr, 1, 1337, r) for lr in lab_spec.DEPTH_LRS for r in range(1 + more))
         assert (f"**TextNCA against TextNCA Ts=1: not decidable on this task.** TextNCA ended its one-hop stages "
                 f"(seed 1337, {1 + more} passes) at 3.258 at 0.001, 3.258 at 0.002, 3.258 at 0.004: no better than "
                 f"a uniform guess among the listed letters (1.946)") in md
         assert '| Ts | TextNCA' not in md
         s1338 = [out for out, seed, _ in trained if 'TextNCA_Ts_1_lr_0_002' in out and seed == 1338]
-        assert s1338[:4] == [results.stage_dir('TextNCA Ts=1', 2e-3, n, 1338, r) for n, r in ((1, 0), (1, 1), (1, 2),
+        assert s1338[:4] == [lab_depth.stage_dir(lab, 'TextNCA Ts=1', 2e-3, n, 1338, r) for n, r in ((1, 0), (1, 1), (1, 2),
                                                                                               (2, 2))]
         assert re.fullmatch(r'out-results/depth/TextNCA_Ts_1_lr_0_002_\d+-s1338', s1338[-1])    # the task itself
-        assert {lr_of(out) for out, seed, _ in trained if 'mu_1' in out} == set(results.DEPTH_LRS)
+        assert {lr_of(out) for out, seed, _ in trained if 'mu_1' in out} == set(lab_spec.DEPTH_LRS)
         assert '| num_recur | Parcae (lr 0.002) | Parcae mu=1 (lr 0.002) |' in md
         assert '| 6 | 0.751 +- 0.001 | 0.151 +- 0.001 | +0.600 | holds |' in md
         first = {r['run'].split(' (lr')[0]: r['dirs'][0] for r in rows[2:]}
         tokens = 6 * 64 * 64 * 3000    # seed 1337 learns each stage at once: 5 stages and the task, 3,000 it. of 64 x 64
-        for model, control in list(results.PAPERS['depth']['controls'].items())[:2]:
+        for model, control in list(lab_spec.PAPERS['depth']['controls'].items())[:2]:
             line = next(x for x in md.splitlines() if x.startswith('Parameters') and f': {model} ' in x)
-            (p, e, f), (pc, ec, fc) = results.counts(first[model]), results.counts(first[control])
+            (p, e, f), (pc, ec, fc) = tables.counts(first[model]), tables.counts(first[control])
             assert f": {model} {p:,} / {e:,}, {f / 1e6:.2f}M, {tokens / e:.0f}; {control} {pc:,} / {ec:,}, " \
                    f"{fc / 1e6:.2f}M, {tokens / ec:.0f}." in line
             assert fc < f and abs(ec - e) <= e // 100    # the same model, run once
@@ -747,7 +755,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
     runs = {}
     for out, seed, args in trained:
         runs.setdefault((lr_of(out), '6L' in out, seed), []).append((out, args))
-    more = results.STAGE_REPEATS
+    more = lab_spec.STAGE_REPEATS
     for (lr, deep, seed), stages in runs.items():
         hops = [int(next(a for a in args if a.startswith('--dataset=hops'))[len('--dataset=hops'):] or 6)
                 for _, args in stages]
@@ -759,15 +767,15 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
             assert hops == [1, 2, 3, 4, 5, 6]
         r = [sum(a == b for a, b in zip(hops[:i], hops[1:i + 1])) for i in range(len(hops))]
         name = f"GPT {'6L' if deep else '3L'}"
-        assert [out for out, _ in stages] == [results.stage_dir(name, lr, n if n < 6 else None, seed, k)
+        assert [out for out, _ in stages] == [lab_depth.stage_dir(lab, name, lr, n if n < 6 else None, seed, k)
                                               for n, k in zip(hops, r)]
         assert not any(a.startswith('--init_from=') for a in stages[0][1])
         for (before, _), (out, args) in zip(stages, stages[1:]):
             assert args[-1] == f'--init_from={before}'
         for (out, args), n in zip(stages, hops):
-            assert results.CFG + 'depth/stage.py' in args     # every stage, the task too, as long as the first
+            assert lab_spec.CFG + 'depth/stage.py' in args     # every stage, the task too, as long as the first
             assert f'--dataset=hops{n if n <= len(battery.UP_TO) else ""}' in args
-    assert results.stage_dir('GPT 6L', 5e-4, 2, 1338, 1).endswith('GPT_6L_lr_0_0005_up_to_2_hops_1-s1338')
+    assert lab_depth.stage_dir(lab, 'GPT 6L', 5e-4, 2, 1338, 1).endswith('GPT_6L_lr_0_0005_up_to_2_hops_1-s1338')
     assert len(runs) == 5 + 2 + 3 + 2    # grids, then the other seeds at each best rate
     assert f"N = 1 {math.log(7) / 2 - 1e-3:.3f}, N = 2 {math.log(7) / 4 - 1e-3:.3f}, N = 3" in md
     assert f'Stages repeated, per seed: GPT 3L {4 * more}, {4 * more}, {4 * more}; GPT 6L 0, 1, 0.' in md
@@ -787,39 +795,38 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(tmp_path, monkeypatch
         assert table[2].endswith('| +0.000 | tie |') and '**Gate: does not hold**' in md
         return
     # a looped run that fails stops the others at once (not after their hours of training), and says why
-    real, waited = results.depth_tune, []
+    real, waited = lab_depth.depth_tune, []
 
-    def tune(name, *a):
-        if name in results.PAPERS['depth']['runs']:
-            return real(name, *a)
+    def tune(lab, name, *a):
+        if name in lab_spec.PAPERS['depth']['runs']:
+            return real(lab, name, *a)
         if name == 'Parcae':
             raise subprocess.CalledProcessError(2, ['train.py'])
-        waited.append(results.STOPPING.wait(timeout=60))    # the others train on until stopped
+        waited.append(lab.stopping.wait(timeout=60))    # the others train on until stopped
         raise KeyboardInterrupt
-    monkeypatch.setattr(results, 'depth_tune', tune)
-    monkeypatch.setattr(results, 'STOPPING', threading.Event())
+    monkeypatch.setattr(lab_depth, 'depth_tune', tune)
     with pytest.raises(subprocess.CalledProcessError):
-        results.depth(3, 0)
+        lab_depth.depth(lab, 3)
     assert waited == [True] * 5
     # the last one fails (run_jobs stops the rest): the failure is reported, not the stop it caused in the first
-    last, waited = list(results.PAPERS['depth']['looped'])[-1], []
+    last, waited = list(lab_spec.PAPERS['depth']['looped'])[-1], []
 
-    def tune_last(name, *a):
-        if name in results.PAPERS['depth']['runs']:
-            return real(name, *a)
+    def tune_last(lab, name, *a):
+        if name in lab_spec.PAPERS['depth']['runs']:
+            return real(lab, name, *a)
         if name == last:
-            results.stop()
+            lab.stop()
             raise subprocess.CalledProcessError(2, ['train.py'])
-        waited.append(results.STOPPING.wait(timeout=60))
+        waited.append(lab.stopping.wait(timeout=60))
         raise KeyboardInterrupt
-    monkeypatch.setattr(results, 'depth_tune', tune_last)
-    monkeypatch.setattr(results, 'STOPPING', threading.Event())
+    monkeypatch.setattr(lab_depth, 'depth_tune', tune_last)
+    lab.stopping.clear()
     with pytest.raises(subprocess.CalledProcessError):
-        results.depth(3, 0)
+        lab_depth.depth(lab, 3)
     assert waited == [True] * 5
 
 
-def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_model_s(tmp_path, monkeypatch):
+def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_model_s(lab, tmp_path, monkeypatch):
     # made-up runs (nothing trains): the loss is lowest at each model's own rate, the TextNCA's beyond the first
     # grid; the ablation follows its model's rate, the untuned run keeps its config's. A seed that stalls at the
     # first seed's best rate moves the NCA to its runner-up, where every seed trains too
@@ -827,7 +834,7 @@ def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_
     best = {'nca': 8e-3, 'gpt': 1e-3}
     trained = []
 
-    def train(args, out, seed, iters):
+    def train(args, out, seed, iters=None):
         os.makedirs(out, exist_ok=True)
         lr = next((float(a.split('=')[1]) for a in args if a.startswith('--learning_rate=')), 2e-3)
         json.dump({'model': args[0], 'learning_rate': lr}, open(os.path.join(out, 'config.json'), 'w'))
@@ -838,12 +845,12 @@ def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_
         cfg = json.load(open(os.path.join(out, 'config.json')))
         stall = 2.5 if cfg['model'] == 'nca' and cfg['learning_rate'] == 8e-3 and out.endswith('-s1338') else 0.0
         return {'loss': 1.0 + abs(math.log(cfg['learning_rate'] / best[cfg['model']])) + stall}
-    monkeypatch.setattr(results, 'train', train)
-    monkeypatch.setattr(results, 'evaluate', evaluate)
-    monkeypatch.setattr(results, 'val_curve', lambda out: [])
+    monkeypatch.setattr(lab, 'train', train)
+    monkeypatch.setattr(lab, 'evaluate', evaluate)
+    monkeypatch.setattr(tune, 'val_curve', lambda out: [])
     spec = {'runs': {'NCA': ['nca'], 'NCA reversed': ['nca', '--windows=(32, 8, 2)'], 'GPT': ['gpt'], 'Eq. 1': ['nca']},
             'tune': {'NCA': 2e-3, 'GPT': 2e-3}, 'tune_as': {'NCA reversed': 'NCA'}}
-    rows, _ = results.report_runs('x', spec, 3, 0)
+    rows, _ = tune.report_runs(lab, 'x', spec, 3)
     by = {r['run']: r for r in rows}
     assert by['NCA']['lr'] == by['NCA reversed']['lr'] == 4e-3 and by['GPT']['lr'] == 1e-3 and 'lr' not in by['Eq. 1']
     assert list(by['NCA']['grid']) == ['0.001', '0.002', '0.004', '0.008', '0.016'] and list(by['GPT']['grid']) == \
@@ -857,50 +864,50 @@ def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_
     assert runs[('out-results/x/NCA_reversed_lr_0_004-s1339', 1339)][-2:] == ['--learning_rate=0.004', '--min_lr=0.0004']
     assert ('out-results/x/GPT-s1337', 1337) in runs and ('out-results/x/GPT-s1338', 1338) not in runs
     assert len(trained) == 5 + 4 + 4 + 4 + 3 + 3 == len(runs)     # grids, the best two's seeds, seeds; none twice
-    line = results.rates_md(rows)[0]
+    line = tables.rates_md(rows)[0]
     assert 'NCA: 0.001 3.079, 0.002 2.386, 0.004 1.693, 0.008 1.000, 0.016 1.693; mean 0.008 1.833, 0.004 1.693 ' \
            '-> 0.004' in line
     assert line.endswith('At their model\'s rate: NCA reversed 0.004.')
 
 
-def test_the_headline_gap_at_two_sizes_against_tokens_per_parameter(monkeypatch):
+def test_the_headline_gap_at_two_sizes_against_tokens_per_parameter(lab, monkeypatch):
     # made-up rows: the model trails its control by 0.10 at 1.5 tokens per parameter and leads by 0.05 at 25
     # the model (nca) has 4/5 of its control's non-embedding parameters and twice its FLOPs per token
-    monkeypatch.setattr(results, 'counts', lambda out: (0, (80_000 if 'small' in out else 400_000) if 'nca' in out else
+    monkeypatch.setattr(tables, 'counts', lambda out: (0, (80_000 if 'small' in out else 400_000) if 'nca' in out else
                                                         (100_000 if 'small' in out else 500_000),
                                                         2e6 if 'nca' in out else 1e6))
-    monkeypatch.setattr(results, 'tokens_seen', lambda out: 2_500_000 if 'small' in out else 750_000)
+    monkeypatch.setattr(tables, 'tokens_seen', lambda out: 2_500_000 if 'small' in out else 750_000)
 
     def row(run, *ls):
-        return {'run': run, 'seeds': [1337, 1338, 1339], 'losses': ls, 'mean': results.mean_sd(ls)[0],
-                'sd': results.mean_sd(ls)[1]}
+        return {'run': run, 'seeds': [1337, 1338, 1339], 'losses': ls, 'mean': stats.mean_sd(ls)[0],
+                'sd': stats.mean_sd(ls)[1]}
     big = [row('nca', 2.10, 2.11, 2.12), row('TF d96', 2.00, 2.01, 2.02)]
     small = [row('nca', 2.30, 2.31, 2.32), row('TF', 2.35, 2.36, 2.37)]
-    fig, ax = results.plt.subplots()
-    md = results.sizes('x', 'nca', [('TF d96', 'TF')], [('x', big), ('x-small', small)], ax)
+    fig, ax = tables.plt.subplots()
+    md = tables.sizes(lab, 'x', 'nca', [('TF d96', 'TF')], [('x', big), ('x-small', small)], ax)
     assert md[2:] == ['| TF d96 | 400,000 / 500,000 | 2.00M / 1.00M | 1.9 / 1.5 | +0.100 +- 0.020 | run lower |',
                       '| TF | 80,000 / 100,000 | 2.00M / 1.00M | 31.2 / 25.0 | -0.050 +- 0.020 | holds |', '',
                       'Every gap is outside two sd at one size at least.']
     xs, ys = ax.lines[0].get_data()     # against the model's own tokens per parameter
     assert list(xs) == [1.875, 31.25] and [round(y, 3) for y in ys] == [0.1, -0.05]
-    results.plt.close(fig)
+    tables.plt.close(fig)
 
 
 def test_a_gap_inside_the_noise_at_both_sizes_is_not_decidable():
     def row(run, *ls):
-        return {'run': run, 'losses': ls, 'mean': results.mean_sd(ls)[0], 'sd': results.mean_sd(ls)[1]}
+        return {'run': run, 'losses': ls, 'mean': stats.mean_sd(ls)[0], 'sd': stats.mean_sd(ls)[1]}
     big = [row('ws', 2.0, 2.01, 2.02), row('tie twice', 2.01, 2.02, 2.03), row('tie, then behind', 2.0, 2.01, 2.02)]
     small = [row('ws', 1.5, 1.51, 1.52), row('tie twice', 1.5, 1.51, 1.52), row('tie, then behind', 1.6, 1.61, 1.62)]
     both = [('x', big), ('x-small', small)]
-    assert results.undecided_md('ws', [('tie twice', 'tie twice'), ('tie, then behind', 'tie, then behind')], both) == \
+    assert tables.undecided_md('ws', [('tie twice', 'tie twice'), ('tie, then behind', 'tie, then behind')], both) == \
         ['Not decidable at this scale (a tie at both sizes): ws against tie twice.']
-    assert results.undecided_md('ws', [('tie, then behind', 'tie, then behind')], both) == \
+    assert tables.undecided_md('ws', [('tie, then behind', 'tie, then behind')], both) == \
         ['Every gap is outside two sd at one size at least.']
 
 
 @pytest.mark.parametrize('paper', ['textnca', 'fon', 'parcae', 'workspace'])
 def test_the_second_size_sees_at_least_20_tokens_per_parameter(paper):
-    spec = results.PAPERS[paper]['small']
+    spec = lab_spec.PAPERS[paper]['small']
     assert set(spec['tune']) == set(spec['runs'])
     for name, args in spec['runs'].items():
         cfg = resolve_config(args + [f"--vocab_size={257 if paper == 'workspace' else 65}"])
@@ -914,43 +921,43 @@ def test_the_second_size_sees_at_least_20_tokens_per_parameter(paper):
         assert cfg['out_dir'].startswith(f'out-results/{paper}/')
 
 
-def test_a_killed_run_resumes_from_its_own_checkpoint_without_its_start_s(tmp_path, monkeypatch):
+def test_a_killed_run_resumes_from_its_own_checkpoint_without_its_start_s(lab, tmp_path, monkeypatch):
     # a later stage killed part way, in a clone whose out-results/ holds that stage's checkpoint and only the record
     # of the stage it started from: it resumes, and the stage before (whose weights it no longer reads) is not trained
     monkeypatch.chdir(tmp_path)
     calls = []
-    monkeypatch.setattr(results, 'run_with_progress', fake_train_py(calls, lambda: 1.5))
-    pre, ft = results.run_dir('p', 'pre', 1), results.run_dir('p', 'ft', 1)
-    results.train(['c.py'], pre, 1, 0)
+    monkeypatch.setattr(lab, 'run_with_progress', fake_train_py(calls, lambda: 1.5))
+    pre, ft = lab.run_dir('p', 'pre', 1), lab.run_dir('p', 'ft', 1)
+    lab.train(['c.py'], pre, 1)
     os.rename('out-results', 'old')
     os.makedirs(ft)
     open(os.path.join(ft, 'ckpt.pt'), 'w').close()                # the killed stage: a checkpoint, no done.json
-    results.train(['ft.py', f'--init_from={pre}'], ft, 1, 0)
+    lab.train(['ft.py', f'--init_from={pre}'], ft, 1)
     assert len(calls) == 2 and calls[1][-1] == '--init_from=resume' and not os.path.exists(os.path.join(pre, 'ckpt.pt'))
 
 
-def test_a_killed_and_resumed_run_counts_its_time_up_to_its_last_checkpoint(tmp_path, monkeypatch):
+def test_a_killed_and_resumed_run_counts_its_time_up_to_its_last_checkpoint(lab, tmp_path, monkeypatch):
     # a run killed 600 s after it started, its last checkpoint written at 500 s, then resumed: its wall
     # time is the 500 s that made the checkpoint plus the resume's own, not the resume's alone
     out = str(tmp_path / 'run')
     calls = []
-    monkeypatch.setattr(results, 'run_with_progress', lambda cmd, name: calls.append(cmd))
+    monkeypatch.setattr(lab, 'run_with_progress', lambda cmd, name: calls.append(cmd))
     now = [1000.0]
-    monkeypatch.setattr(results.time, 'time', lambda: now[0])
-    results.train(['cfg.py'], out, 1337, 0)         # the first start: killed, no done.json
+    monkeypatch.setattr(runner.time, 'time', lambda: now[0])
+    lab.train(['cfg.py'], out, 1337)         # the first start: killed, no done.json
     os.remove(os.path.join(out, 'done.json'))
     open(os.path.join(out, 'ckpt.pt'), 'w').close()
     os.utime(os.path.join(out, 'ckpt.pt'), (1500.0, 1500.0))
     now[0] = 1600.0
     calls.clear()
-    assert results.train(['cfg.py'], out, 1337, 0) == 500.0 and calls[0][-1] == '--init_from=resume'
-    assert results.train(['cfg.py'], out, 1337, 0) == 500.0 and not calls[1:]     # finished: kept
+    assert lab.train(['cfg.py'], out, 1337) == 500.0 and calls[0][-1] == '--init_from=resume'
+    assert lab.train(['cfg.py'], out, 1337) == 500.0 and not calls[1:]     # finished: kept
 
 
 def test_a_tuned_run_s_stated_rate_is_its_config_s_and_its_floor_a_tenth():
     # the config's own rate trains in the run's plain folder, so the stated rate must be the config's; every rate of
     # the bracket then decays to a tenth of itself, as the config's does
-    specs = [s for p in results.PAPERS.values() for s in (p, p.get('small', {})) if 'tune' in s]
+    specs = [s for p in lab_spec.PAPERS.values() for s in (p, p.get('small', {})) if 'tune' in s]
     assert len(specs) == 7
     for spec in specs:
         for name, lr in spec['tune'].items():     # a recipe that cools to 0 (Parcae's Table 21) says so: floor 0
@@ -959,12 +966,12 @@ def test_a_tuned_run_s_stated_rate_is_its_config_s_and_its_floor_a_tenth():
         assert set(spec.get('tune_as', {}).values()) <= set(spec['tune'])
 
 
-def test_textnca_report_reads_every_run_where_it_trained(tmp_path, monkeypatch):
+def test_textnca_report_reads_every_run_where_it_trained(lab, tmp_path, monkeypatch):
     # made-up runs (nothing trains): TextNCA is best at twice its config's rate, so its ablations and Ts sweep train
     # in rated folders, the GPTs at their config's; the report must read each row from its own folder
     monkeypatch.chdir(tmp_path)
 
-    def train(args, out, seed, iters):
+    def train(args, out, seed, iters=None):
         made_up_run(args, out, 65, seed)
         return 60.0
 
@@ -974,10 +981,10 @@ def test_textnca_report_reads_every_run_where_it_trained(tmp_path, monkeypatch):
         cfg = json.load(open(os.path.join(out, 'config.json')))
         own = 4e-3 if cfg['model'] == 'textnca' else 2e-3
         return {'loss': 2.0 + abs(math.log(cfg['learning_rate'] / own)) + 0.001 * (cfg['seed'] - 1337)}
-    monkeypatch.setattr(results, 'train', train)
-    monkeypatch.setattr(results, 'evaluate', evaluate)
-    monkeypatch.setattr(results, 'val_curve', lambda out: [(0, 4.0), (500, 2.5), (1000, 2.0)])
-    rows, fig, md = results.textnca(3, 0)
+    monkeypatch.setattr(lab, 'train', train)
+    monkeypatch.setattr(lab, 'evaluate', evaluate)
+    monkeypatch.setattr(tune, 'val_curve', lambda out: [(0, 4.0), (500, 2.5), (1000, 2.0)])
+    rows, fig, md = lab_textnca.textnca(lab, 3)
     by = {r['run']: r for r in rows}
     assert by['Ts=6']['dirs'] == [f'out-results/textnca/Ts_6_lr_0_004-s{s}' for s in (1337, 1338, 1339)]
     assert by['Transformer-6L d96']['dirs'][0] == 'out-results/textnca/Transformer_6L_d96-s1337'
@@ -986,18 +993,18 @@ def test_textnca_report_reads_every_run_where_it_trained(tmp_path, monkeypatch):
            "-> 0.004" in md
     assert "At their model's rate: reversed (32, 8, 2) 0.004" in md
     assert '| Transformer-6L | ' in md and '| +0.000 +- 0.002 | tie |' in md     # the second size's pair
-    results.plt.close(fig)
+    tables.plt.close(fig)
 
 
 @pytest.mark.parametrize('paper', ['fon', 'workspace'])
-def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monkeypatch):
+def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(lab, paper, tmp_path, monkeypatch):
     # nothing trains: every run's config is resolved as train.py would, its readings made up and deterministic;
     # the report must read each run where it trained (its own rate) and write every table and the figure
     monkeypatch.chdir(tmp_path)
     vocab = {'fon': 66, 'workspace': 257}[paper]
     legs = []
 
-    def train(args, out, seed, iters, upto=None):
+    def train(args, out, seed, iters=None, upto=None):
         legs.extend([(out, seed, upto, a[len('--init_from='):]) for a in args if a.startswith('--init_from=')])
         made_up_run(args, out, vocab, seed)
         return 60.0
@@ -1015,13 +1022,13 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
             return {'train_length': 128, 'rows': [{'length': n, 'loss': 1.5 + n / 1e4, 'delta_pct': n / 100}
                                                   for n in (128, 256, 512, 1024)]}
         raise ValueError(file)
-    monkeypatch.setattr(results, 'train', train)
-    monkeypatch.setattr(results, 'evaluate', lambda out, *a: {'loss': score(out), 'bits_per_byte': score(out)})
-    monkeypatch.setattr(results, 'eval_json', eval_json)
-    monkeypatch.setattr(results, 'val_curve', lambda out: [(0, 4.0), (500, 2.5), (1000, 2.0)])
+    monkeypatch.setattr(lab, 'train', train)
+    monkeypatch.setattr(lab, 'evaluate', lambda out, *a: {'loss': score(out), 'bits_per_byte': score(out)})
+    monkeypatch.setattr(lab, 'eval_json', eval_json)
+    monkeypatch.setattr(tune, 'val_curve', lambda out: [(0, 4.0), (500, 2.5), (1000, 2.0)])
     written = []    # FON's pretraining tables are written before any hole fine-tune starts (hours more)
-    monkeypatch.setattr(results, 'write', lambda p, r, f, md, s: written.append((md, list(legs))))
-    rows, fig, md = results.PAPER_FUNCTIONS[paper](results.PAPERS[paper]['seeds'], 0)
+    monkeypatch.setattr(lab_fon, 'write', lambda lab, p, r, f, md, s: written.append((md, list(legs))))
+    rows, fig, md = cli.PAPER_FUNCTIONS[paper](lab, lab_spec.PAPERS[paper]['seeds'])
     by = {r['run']: r for r in rows}
     low = 'Mamba2' if paper == 'fon' else 'GPT 4L'
     if paper == 'fon':
@@ -1041,10 +1048,10 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
         # each infill arm fine-tunes every seed of its own pretraining (at its model's rate), leg by leg up to
         # the first leg of 2,000 or more past every prior
         assert by['FON AR/OD']['lr'] == by['FON PC']['lr'] and by['GPT learned']['lr'] == by['GPT RoPE']['lr']
-        for name, (src, _) in results.PAPERS['fon']['finetune'].items():
+        for name, (src, _) in lab_spec.PAPERS['fon']['finetune'].items():
             assert by[name]['seeds'] == by[src]['seeds'] == [1337, 1338, 1339], name
             for seed, pre in zip(by[src]['seeds'], by[src]['dirs']):
-                assert [u for o, s, u, i in legs if o == results.run_dir('fon', name, seed) and s == seed and
+                assert [u for o, s, u, i in legs if o == lab.run_dir('fon', name, seed) and s == seed and
                         i == pre] == [250, 750, 1500, 2500], (name, seed)
         assert '| FON PC + holes | 3 | 1000/1000/1000 | 32.5 +- 0.0% |' in md and 'fill at 4000' not in md
         assert 'The legs stopped at 2500 iterations' in md
@@ -1056,17 +1063,17 @@ def test_a_paper_s_report_runs_end_to_end_on_made_up_runs(paper, tmp_path, monke
         assert md.split('| workspace against |')[1].count('| tie |') == 10     # five controls at two sizes
         assert 'Not decidable at this scale (a tie at both sizes): workspace against GPT 4L, fixed shared loop, ' in md
         assert len([a for a in fig.axes if a.has_data()]) == 3
-    results.plt.close(fig)
+    tables.plt.close(fig)
 
 
-def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
+def test_parcae_and_its_gpt_each_train_at_their_own_rate(lab, tmp_path, monkeypatch):
     # made-up runs (nothing trains, no L(T) fit): the GPT 6L is best at 8e-3, Parcae beyond the first grid at
     # 3.2e-2; the GPT 12L trains at the 6L's rate and Parcae mu=1 at Parcae's, in both settings
     import battery
     monkeypatch.chdir(tmp_path)
     trained = []
 
-    def train(args, out, seed, iters):
+    def train(args, out, seed, iters=None):
         trained.append((out, seed))
         made_up_run(args, out, 65)
         json.dump({'seconds': 60.0}, open(os.path.join(out, 'done.json'), 'w'))
@@ -1082,18 +1089,19 @@ def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
     def eval_json(out, file, *a):
         return {'tasks': {t: {'n': 10, 'generate': 0.5, 'chance': battery.CHANCE[t], 'future': t in battery.FUTURE}
                           for t in battery.TASKS}}
-    monkeypatch.setattr(results, 'train', train)
-    monkeypatch.setattr(results, 'evaluate', evaluate)
-    monkeypatch.setattr(results, 'eval_json', eval_json)
-    monkeypatch.setattr(results, 'val_curve', lambda out: [(0, 4.0), (100, 2.5), (200, 2.0)])
-    monkeypatch.setattr(results, 'stability', lambda out, warmup: dict.fromkeys(
+    monkeypatch.setattr(lab, 'train', train)
+    monkeypatch.setattr(lab, 'evaluate', evaluate)
+    monkeypatch.setattr(lab, 'eval_json', eval_json)
+    for module in (tune, lab_parcae):
+        monkeypatch.setattr(module, 'val_curve', lambda out: [(0, 4.0), (100, 2.5), (200, 2.0)])
+    monkeypatch.setattr(lab_parcae, 'stability', lambda out, warmup: dict.fromkeys(
         ('rise', 'rho_end', 'rho_max', 'sigma_end', 'sigma_max', 'norm_end', 'norm_max'), 0.5))
-    monkeypatch.setattr(results, 'fit_forms', lambda T, L, mu: {f: {'in': 0.1, 'extrapolation': 0.2} for f in results.FORMS})
-    rows, fig, md = results.parcae(3, 0)
+    monkeypatch.setattr(lab_parcae, 'fit_forms', lambda T, L, mu: {f: {'in': 0.1, 'extrapolation': 0.2} for f in stats.FORMS})
+    rows, fig, md = lab_parcae.parcae(lab, 3)
     by = {r['run']: r for r in rows}
     for st in ('Shakespeare', 'battery'):
         for m, lr in (('GPT 6L', 8e-3), ('GPT 12L', 8e-3), ('Parcae', 3.2e-2), ('Parcae mu=1', 3.2e-2)):
-            name = results.muon_run(m, st, lr)[0]
+            name = lab_spec.muon_run(m, st, lr)[0]
             assert by[name]['seeds'] == [1337, 1338, 1339] and by[name]['mean'] == 1.5, name
     assert "for the Parcae on tiny Shakespeare (seed 1337, whole val stream): 0.004: 3.579 | 0.008: 2.886 | " \
            "0.016: 2.193 | 0.032: 1.500 | 0.064: 2.193. Best 0.032, inside the grid; the mean over every seed at " \
@@ -1110,7 +1118,7 @@ def test_parcae_and_its_gpt_each_train_at_their_own_rate(tmp_path, monkeypatch):
     assert '| GPT 6L | 171,648 / 171,504 | 1.92M / 1.27M | 20.1 / 20.2 |' in md
     assert len(fig.axes) == 10 and fig.axes[4].has_data() and fig.axes[9].has_data()
     assert 'Not decidable at this scale (a tie at both sizes): Parcae against GPT 6L.' in md
-    results.plt.close(fig)
+    tables.plt.close(fig)
 
 
 def fake_train_py(calls, final_loss):
@@ -1127,55 +1135,59 @@ def fake_train_py(calls, final_loss):
 
 
 @pytest.mark.parametrize('fresh', [False, True])
-def test_a_run_s_record_rebuilds_it_in_a_fresh_clone(fresh, tmp_path, monkeypatch):
+def test_a_run_s_record_rebuilds_it_in_a_fresh_clone(lab, fresh, tmp_path, monkeypatch):
     # a finished run leaves its record (no checkpoint); in a clone without out-results/ the same command reads the
     # run and its readings from the record, trains nothing and evaluates nothing; --fresh trains it again
     monkeypatch.chdir(tmp_path)
     calls, evals = [], []
-    monkeypatch.setattr(results, 'run_with_progress', fake_train_py(calls, lambda: 1.5))
+    monkeypatch.setattr(lab, 'run_with_progress', fake_train_py(calls, lambda: 1.5))
 
     def fake_eval(cmd, **kw):
         evals.append(cmd)
         dest = next(a[len('--out='):] for a in cmd if a.startswith('--out='))
         os.makedirs(dest, exist_ok=True)
         json.dump({'loss': 1.49}, open(os.path.join(dest, 'stream_val.json'), 'w'))
-    monkeypatch.setattr(results.subprocess, 'run', fake_eval)
-    out = results.run_dir('p', 'a', 1)
-    results.train(['c.py', '--windows=(2, 8)'], out, 1, 0)
-    assert results.evaluate(out, '--stream=True') == {'loss': 1.49}
-    rec = tmp_path / 'results' / 'runs' / 'p' / 'a-s1'
-    assert sorted(str(p.relative_to(rec)) for p in rec.rglob('*') if p.is_file()) == \
-        ['config.json', 'done.json', 'eval/stream_val.json', 'log.jsonl.gz']
-    assert json.load(open(rec / 'done.json'))['argv'][:2] == ['train.py', 'c.py']   # an argument with spaces kept whole
+    monkeypatch.setattr(runner.subprocess, 'run', fake_eval)
+    out = lab.run_dir('p', 'a', 1)
+    lab.train(['c.py', '--windows=(2, 8)'], out, 1)
+    assert lab.evaluate(out, '--stream=True') == {'loss': 1.49}
+    # one file for the paper, a line for the run trained and one for the reading it added
+    assert [p.name for p in (tmp_path / 'results' / 'runs').rglob('*')] == ['p.jsonl']
+    lines = [json.loads(line) for line in open(tmp_path / 'results' / 'runs' / 'p.jsonl')]
+    assert [sorted(line) for line in lines] == [['config', 'done', 'eval', 'log', 'run'], ['eval', 'run']]
+    assert lines[1] == {'run': 'p/a-s1', 'eval': {'stream_val.json': {'loss': 1.49}}}
+    rec = lab.records.get('p/a-s1')
+    assert rec['done']['argv'][:3] == ['train.py', 'c.py', '--windows=(2, 8)']   # an argument with spaces kept whole
+    assert lab.evaluate(out, '--stream=True') and len(lines) == len(open(tmp_path / 'results' / 'runs' / 'p.jsonl').readlines())
     log = open(os.path.join(out, 'log.jsonl')).read()
     os.rename('out-results', 'old')                                                 # a fresh clone
-    monkeypatch.setattr(results, 'FRESH', fresh)
-    seconds = results.train(['c.py', '--windows=(2, 8)'], out, 1, 0)
-    assert results.evaluate(out, '--stream=True') == {'loss': 1.49}
+    lab.opts.fresh = fresh
+    seconds = lab.train(['c.py', '--windows=(2, 8)'], out, 1)
+    assert lab.evaluate(out, '--stream=True') == {'loss': 1.49}
     assert (len(calls), len(evals)) == ((2, 2) if fresh else (1, 1))
     if not fresh:
-        assert seconds == json.load(open(rec / 'done.json'))['seconds'] and open(os.path.join(out, 'log.jsonl')).read() == log
+        assert seconds == rec['done']['seconds'] and open(os.path.join(out, 'log.jsonl')).read() == log
         assert not os.path.exists(os.path.join(out, 'ckpt.pt'))
-        other = results.run_dir('p', 'b', 1)                  # a record of other arguments is not reused
-        results.train(['c.py', '--n_layer=2'], other, 1, 0)
+        other = lab.run_dir('p', 'b', 1)                  # a record of other arguments is not reused
+        lab.train(['c.py', '--n_layer=2'], other, 1)
         os.rename('out-results', 'old2')
-        results.train(['c.py', '--n_layer=3'], other, 1, 0)
+        lab.train(['c.py', '--n_layer=3'], other, 1)
         assert len(calls) == 3 and '--n_layer=3' in calls[-1]
 
 
 @pytest.mark.parametrize('same', [True, False])
-def test_a_run_started_from_a_recorded_one_trains_that_one_again_first(same, tmp_path, monkeypatch, capsys):
+def test_a_run_started_from_a_recorded_one_trains_that_one_again_first(lab, same, tmp_path, monkeypatch, capsys):
     # a fine-tune (or a later stage) needs its start's checkpoint, which a record does not hold: the start trains
     # again from its recorded arguments (not resumed, not refused as a used folder), and where it then ends
     # elsewhere than its record a line says so
     monkeypatch.chdir(tmp_path)
     calls, losses = [], iter([1.5, 1.5 if same else 1.6, 1.2])
-    monkeypatch.setattr(results, 'run_with_progress', fake_train_py(calls, lambda: next(losses)))
-    pre, ft = results.run_dir('p', 'pre', 1), results.run_dir('p', 'ft', 1)
-    results.train(['c.py'], pre, 1, 0)
+    monkeypatch.setattr(lab, 'run_with_progress', fake_train_py(calls, lambda: next(losses)))
+    pre, ft = lab.run_dir('p', 'pre', 1), lab.run_dir('p', 'ft', 1)
+    lab.train(['c.py'], pre, 1)
     os.rename('out-results', 'old')
-    results.train(['c.py'], pre, 1, 0)               # read from the record
-    results.train(['ft.py', f'--init_from={pre}'], ft, 1, 0)
+    lab.train(['c.py'], pre, 1)               # read from the record
+    lab.train(['ft.py', f'--init_from={pre}'], ft, 1)
     assert len(calls) == 3 and calls[1] == calls[0] + ['--overwrite=True'] and '--init_from=resume' not in calls[1]
     assert f'--init_from={pre}' in calls[2]
     assert ('trained again ends at' in capsys.readouterr().err) is not same

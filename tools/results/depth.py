@@ -1,0 +1,300 @@
+"""The depth gate (GPT 3L against GPT 6L on battery.py's hops, after a curriculum of hop counts), then the
+looped models' depth sweeps against their depth-1 controls."""
+import json
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from battery import UP_TO
+from tools.results.runner import val_curve
+from tools.results.spec import DEPTH_LRS, HOP_N, PAPERS, STAGE_REPEATS, seed_list
+from tools.results.stats import bracket, mean_sd, verdict
+from tools.results.tables import counts, plt, tokens_seen, write
+
+
+DEEP = '3+ lookups'    # a looped model's reading pooled over the hop counts the gate is about
+
+
+def depth(lab, seeds):
+    """The depth gate: on battery.py's hops (the answer k pointer lookups away, the loss on the answer
+    only; each run after a curriculum, hop counts 1 ... N for N = 1 ... 5, a stage repeated while its
+    newest hop is not learned), a GPT 3L and a GPT 6L, each at its own best rate (bracket() over
+    DEPTH_LRS on seed 1337, by the answer loss on the whole val stream), then over seeds at that rate;
+    exact match of greedy generation after the prompt on HOP_N val examples per k. The gate holds where
+    the 6-layer GPT is ahead by more than two sd at every k that needs three lookups or more (battery.lookups:
+    k = 3, 4, 5; k = 6 is two lookups back around the cycle): only then can this task show what depth buys a looped
+    model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls);
+    results/depth.md holds the gate's table as soon as it is decided, then each looped model's against its
+    control as that pair is decided (the runs train side by side, slot() giving the first pair's first).
+
+        for d in hops hops1 hops2 hops3 hops4 hops5; do python prepare_data.py $d; done
+        python -m tools.results depth"""
+    spec, done = PAPERS['depth'], {}
+    ss = seed_list(spec, None, seeds)
+    with ThreadPoolExecutor(len(spec['runs'])) as pool:
+        tuned = {name: pool.submit(depth_tune, lab, name, done, ss) for name in spec['runs']}
+        try:
+            grids, best = ({name: f.result()[i] for name, f in tuned.items()} for i in (0, 1))
+        except BaseException as e:
+            raise lab.failure(tuned.values(), e)
+    rows, acc = depth_rows(lab, spec['runs'], best, ss, done)
+    md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']})
+    fig = depth_figure(acc, grids, best, holds)
+    if not holds:
+        md += ['', f"The gate does not hold, so the looped models' depth sweeps ({', '.join(spec['looped'])}: "
+                   "config/results/depth/) were not run."]
+        return rows, fig, '\n'.join(md)
+    # the gate's table now: the looped models' sweep takes hours more
+    write(lab, 'depth', rows, fig, '\n'.join(md + ['', "The looped models' depth sweeps are still training (the same "
+                                                 "command resumes them and rewrites this file)."]), seeds)
+    pairs = list(spec['controls'].items())
+    with ThreadPoolExecutor(len(spec['looped'])) as pool:    # all side by side, slot() training the first pair's first
+        tuned = {name: pool.submit(depth_tune, lab, name, done, ss) for name in spec['looped']}
+        for i in range(1, len(pairs) + 1):    # each pair's table as soon as it is decided
+            names = [name for pair in pairs[:i] for name in pair]
+            try:
+                l_grids, l_best = ({name: tuned[name].result()[j] for name in names} for j in (0, 1))
+            except BaseException as e:    # a run failed: the others stop now, not after their hours of training
+                raise lab.failure(tuned.values(), e)
+            unread = [n for n in names if l_best[n] is None]
+            read = [n for n in names if l_best[n] is not None]
+            l_rows, l_acc = depth_rows(lab, read, l_best, ss, done)
+            l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in read})
+            l_md += depth_unread_md(unread, l_grids)
+            fig = depth_figure(acc, grids, best, holds)
+            depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
+            if i < len(pairs):
+                rest = f"{', '.join(n for pair in pairs[i:] for n in pair)}: still training (the same command " \
+                       "resumes them and rewrites this file)."
+                write(lab, 'depth', rows + l_rows, fig, '\n'.join(md + ['', *l_md, rest]), seeds)
+    return rows + l_rows, fig, '\n'.join(md + ['', *l_md])
+
+
+def depth_tune(lab, name, done, ss):
+    """One run's rate, bracket() over DEPTH_LRS on seed 1337 by the answer loss, then its seeds ss at that
+    rate: ({lr: loss}, the rate). A model that reads no listing at any rate of DEPTH_LRS has no rate to
+    find: ({lr: its one-hop loss}, None), no wider grid, no more seeds."""
+    def loss(lr):
+        depth_train(lab, [(name, lr, 1337)], done)
+        return done[(name, lr, 1337)][1] if done[(name, lr, 1337)][2] is not None else math.inf
+    with lab.live(depth_rank(name)):
+        depth_train(lab, [(name, lr, 1337) for lr in DEPTH_LRS], done)
+        if all(done[(name, lr, 1337)][2] is None for lr in DEPTH_LRS):
+            return {lr: done[(name, lr, 1337)][1] for lr in DEPTH_LRS}, None
+        lrs, best = bracket(DEPTH_LRS, loss)
+        depth_train(lab, [(name, best, s) for s in ss], done)
+    return {lr: done[(name, lr, 1337)][1] for lr in lrs}, best
+
+
+def depth_rows(lab, runs, best, ss, done):
+    """The table rows (answer loss over seeds) and the exact match, mean and sd over seeds: per task for
+    a GPT ({task: {'mean', 'sd'}}), per test-time depth and task for a looped model."""
+    rows, acc = [], {}
+    for name in runs:
+        got = [done[(name, best[name], s)] for s in ss]
+        m, sd = mean_sd([g[1] for g in got])
+        dirs = [g[3][-1][1] for g in got]
+        model = json.load(open(os.path.join(dirs[0], 'config.json')))['model']
+        rows.append({'run': f'{name} (lr {best[name]:g})', 'model': model, 'seeds': ss, 'dirs': dirs,
+                     'losses': [g[1] for g in got],
+                     'mean': m, 'sd': sd, 'seconds': sum(g[0] for g in got)})
+        per = lambda reads: {t: dict(zip(('mean', 'sd'), mean_sd([r[t] for r in reads]))) for t in reads[0]}  # noqa: E731
+        acc[name] = ({v: per([{**g[2][v], DEEP: deep_hops(g[2][v])} for g in got]) for v in got[0][2]}
+                     if name in PAPERS['depth']['looped'] else per([g[2] for g in got]))
+    return rows, acc
+
+
+def depth_rank(name):
+    """A run's place in the order slot() trains them: the gate's GPTs, then the looped models as listed."""
+    return [*PAPERS['depth']['runs'], *PAPERS['depth']['looped']].index(name)
+
+
+def depth_train(lab, jobs, done):
+    """Trains and reads the (name, lr, seed) jobs into done, each in its own thread, slot() deciding which
+    train: the first of the runs and looped models first, then the lowest seed, then the lowest rate."""
+    def run(job):
+        name, lr, seed = job
+        with lab.slot((depth_rank(name), seed, lr)):
+            return depth_run(lab, name, lr, seed)
+    lab.run_jobs(run, jobs, done, threads=max(1, len(jobs)))
+
+
+def stage_dir(lab, name, lr, n, seed, r=0):
+    """The run folder of the curriculum's stage n (hop counts 1 ... n), or of the task itself (n None);
+    r: the stages repeated before it on its run's curriculum (a run that repeats none keeps the plain names)."""
+    return lab.run_dir('depth', f'{name} lr {lr:g}' + (f' up to {n} hops' if n else '') + (f' +{r}' if r else ''), seed)
+
+
+def stage_learned(out, n):
+    """Stage n (hop counts 1 ... n) has learned its newest hop: its last answer loss is below half of what it is
+    with hops 1 ... n - 1 exact and hop n at chance, -ln(chance) / n (the n hop counts are equally frequent)."""
+    from battery import CHANCE
+    return val_curve(out)[-1][1] < -math.log(CHANCE[f'hop{n}of{n}']) / (2 * n)
+
+
+def listing_unread(out):
+    """The one-hop stage ends no better than a uniform guess among the listed letters (ln 7): the run has not
+    read the listing, and every later hop is a lookup in it. TextNCA sat at ln 26 = 3.258 (its GRU state
+    saturated, the answer blind to the listing) at every rate; every run that went on learned below 1.3."""
+    from battery import CHANCE
+    return val_curve(out)[-1][1] >= -math.log(CHANCE['hop1of1'])
+
+
+def depth_run(lab, name, lr, seed):
+    """One run of the depth task (a GPT of the gate or a looped model) at one rate and seed, after its
+    curriculum (each stage from the one before's weights, repeated while its newest hop is not learned):
+    (seconds, answer loss on the val stream, {task: exact match} or a looped model's per test-time depth
+    {depth: {task: exact match}}, [(n, folder)] of every stage trained, the task's last with n None). A run
+    of seed 1337 whose one-hop stages leave the listing unread stops there: (seconds, their last answer loss,
+    None, stages)."""
+    spec, rate = PAPERS['depth'], [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}']
+    args = {**spec['runs'], **spec['looped']}[name]
+    secs, start, r, stages = 0, [], 0, []
+    for n in UP_TO:
+        for again in range(STAGE_REPEATS + 1):
+            stage = stage_dir(lab, name, lr, n, seed, r)
+            secs += lab.train(args + spec['stage'] + rate + [f'--dataset=hops{n}'] + start, stage, seed)
+            start, stages = [f'--init_from={stage}'], stages + [(n, stage)]
+            if again == STAGE_REPEATS or stage_learned(stage, n):
+                break
+            r += 1
+        if n == 1 and seed == 1337 and listing_unread(stage):   # the seed that picks the rate; the others' tables
+                                                                 # need the task read at a rate where 1337 read it
+            return secs, val_curve(stage)[-1][1], None, stages
+    out = stage_dir(lab, name, lr, None, seed, r)    # the task (hop counts 1 ... 6): one more stage
+    secs += lab.train(args + spec['stage'] + rate + ['--dataset=hops'] + start, out, seed)
+
+    def hops(*knob, sub=None):
+        tasks = lab.eval_json(out, 'battery.json', '--battery=True', f'--battery_n={HOP_N}', *knob, sub=sub)['tasks']
+        return {t: r['generate'] for t, r in tasks.items()}
+    knob = spec['knob'].get(name)
+    acc = {v: hops(f'--{knob}={v}', sub=f'{knob}{v}') for v in spec['sweep']} if knob else hops()
+    return secs, lab.evaluate(out, '--stream=True')['loss'], acc, stages + [(None, out)]
+
+
+def depth_md(acc, grids, best, stages):
+    """The rate brackets, the exact match per hop count with the verdicts, and the gate. stages: {GPT:
+    [depth_run()'s stages per seed]}."""
+    from battery import CHANCE, lookups
+    shallow, deep = PAPERS['depth']['runs']
+    dirs = [d for _, d in stages[deep][0]]
+    *curriculum, out = stages[deep][0]
+    size = {name: counts(runs[0][-1][1]) for name, runs in stages.items()}
+    md = ["Each GPT's rate: the lowest answer loss of seed 1337 over " + '; '.join(
+              f"{name} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) for name in grids) +
+          ". Parameters (paper convention / non-embedding) and FLOPs per token: " + '; '.join(
+              f"{name} {p:,} / {e:,}, {f / 1e6:.2f}M" for name, (p, e, f) in size.items()) +
+          f". The {deep} at its rate, seed 1337: {tokens_seen(out[1]):,} tokens seen on the task after "
+          f"{sum(tokens_seen(d) for _, d in curriculum):,} on its curriculum ({sum(map(tokens_seen, dirs)) / size[deep][1]:.0f} "
+          f"per non-embedding parameter), 8 answers in every window (one listing a window; the first answer "
+          f"scored); the answer loss at the end of each stage (hop counts 1 ... N, a stage repeated from its own end "
+          f"while its loss is above half of what it is with hop N at chance, at most {STAGE_REPEATS} times): " +
+          ', '.join(f"N = {n} " + ' then '.join(f'{val_curve(d)[-1][1]:.3f}' for m, d in curriculum if m == n)
+                    for n in UP_TO) + '. Stages repeated, per seed: ' + '; '.join(
+              f"{name} " + ', '.join(str(len(runs) - 1 - len(UP_TO)) for runs in stages[name]) for name in stages) +
+          '.', '',
+          f'| hops k | lookups | chance | {shallow} | {deep} | {deep} - {shallow} | verdict |',
+          '|---|---|---|---|---|---|---|']
+    gate = []
+    for t in acc[deep]:
+        k = int(t[3:])
+        v = verdict(acc[deep][t], acc[shallow][t], higher=True)
+        if lookups(k) >= 3:
+            gate.append(v == 'holds')
+        md.append(f"| {k} | {lookups(k)} | {CHANCE[t]:.3f} | {acc[shallow][t]['mean']:.3f} +- "
+                  f"{acc[shallow][t]['sd']:.3f} | {acc[deep][t]['mean']:.3f} +- {acc[deep][t]['sd']:.3f} | "
+                  f"{acc[deep][t]['mean'] - acc[shallow][t]['mean']:+.3f} | {v} |")
+    return md + ['', f"**Gate: {'holds' if all(gate) else 'does not hold'}** ({deep} ahead by more than two sd at "
+                     f"{sum(gate)} of the {len(gate)} hop counts that need three lookups or more). Lookups: the fewest "
+                     f"pointer lookups that answer k, min(k, 8 - k), since k steps along the 8-cycle are 8 - k back. "
+                     f"Exact match: greedy generation after the prompt equals the answer, {HOP_N} val examples per k, "
+                     f"mean +- sd over seeds."], all(gate)
+
+
+def deep_hops(reads):
+    """Exact match pooled over the hop counts that need three lookups or more: {task: value} -> their mean."""
+    from battery import lookups
+    ks = [t for t in reads if t.startswith('hop') and lookups(int(t[3:])) >= 3]
+    return sum(reads[t] for t in ks) / len(ks)
+
+
+def depth_looped_md(acc, grids, rows, gpt, stages):
+    """Each looped model against its depth-1 control at every test-time depth: exact match at three
+    lookups or more (each seed's mean over k = 3, 4, 5, then mean +- sd over seeds). rows: depth_rows()'s, in
+    acc's order (the pairs decided); stages: each run's depth_run() stages on the first seed, for its tokens
+    per parameter."""
+    spec = PAPERS['depth']
+    ss, first = rows[0]['seeds'], {name: row['dirs'][0] for name, row in zip(acc, rows)}
+    run = {name: row['run'] for name, row in zip(acc, rows)}
+
+    def size(name):
+        p, e, f = counts(first[name])
+        return f"{name} {p:,} / {e:,}, {f / 1e6:.2f}M, {sum(tokens_seen(d) for _, d in stages[name]) / e:.0f}"
+    md = ["The looped models on the task, through the same curriculum, each at its own rate (seed 1337's answer loss: " +
+          '; '.join(f"{n} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in g.items()) for n, g in grids.items()) +
+          "), seeds " + ', '.join(map(str, ss)) + ". Exact match at three lookups or more (each "
+          "seed's mean over k = 3, 4, 5, then mean +- sd over seeds) against the depth run at test time; the GPTs: " +
+          ', '.join(f"{n} {deep_hops({t: r['mean'] for t, r in a.items()}):.3f}" for n, a in gpt.items()) + '.', '']
+    for model, control in ((m, c) for m, c in spec['controls'].items() if m in acc and c in acc):
+        knob = spec['knob'][model]
+        md += [f"Parameters (paper convention / non-embedding), FLOPs per token at the training depth, tokens per "
+               f"non-embedding parameter (curriculum and task, seed {ss[0]}): {size(model)}; {size(control)}.", '',
+               f"| {knob} | {run[model]} | {run[control]} | {model} - {control} | verdict |", '|---|---|---|---|---|']
+        for v in spec['sweep']:
+            a, b = acc[model][v][DEEP], acc[control][v][DEEP]
+            md.append(f"| {v} | {a['mean']:.3f} +- {a['sd']:.3f} | {b['mean']:.3f} +- {b['sd']:.3f} | "
+                      f"{a['mean'] - b['mean']:+.3f} | {verdict(a, b, higher=True)} |")
+        md.append('')
+    return md
+
+
+def depth_unread_md(unread, grids):
+    """A line per pair a side of which read no listing at any rate: not decidable on this task."""
+    from battery import CHANCE
+    md = []
+    for model, control in PAPERS['depth']['controls'].items():
+        names = [n for n in (model, control) if n in unread]
+        if names:
+            md += [f"**{model} against {control}: not decidable on this task.** " + '; '.join(
+                f"{n} ended its one-hop stages (seed 1337, {STAGE_REPEATS + 1} passes) at " +
+                ', '.join(f'{v:.3f} at {lr:g}' for lr, v in grids[n].items()) for n in names) +
+                f": no better than a uniform guess among the listed letters ({-math.log(CHANCE['hop1of1']):.3f}), "
+                "so the listing that every hop looks up was never read, and the curriculum stopped there.", '']
+    return md
+
+
+def depth_looped_axes(ax, acc, gpt):
+    """Exact match at three lookups or more against test-time depth: each looped model (solid) and its control (dashed),
+    the GPTs as lines."""
+    spec = PAPERS['depth']
+    for i, (model, control) in enumerate((m, c) for m, c in spec['controls'].items() if m in acc and c in acc):
+        for name, style in ((model, 'o-'), (control, 's--')):
+            ax.plot(spec['sweep'], [acc[name][v][DEEP]['mean'] for v in spec['sweep']],
+                    style, color=f'C{i + 2}', label=f"{name} ({spec['knob'][name]})")
+    for i, (name, a) in enumerate(gpt.items()):
+        ax.axhline(deep_hops({t: r['mean'] for t, r in a.items()}), color=f'C{i}', ls=':', label=name)
+    ax.set(title='exact match at k = 3, 4, 5 (3+ lookups) against test-time depth', xlabel='num_recur / rounds / Ts',
+           ylabel='exact match', ylim=(0, 1.05))
+    ax.legend(fontsize=7)
+
+
+def depth_figure(acc, grids, best, holds):
+    """Exact match against the hop count per GPT, and each GPT's rate bracket; once the gate holds, a
+    third slot for the looped models."""
+    from battery import CHANCE
+    _, deep = PAPERS['depth']['runs']
+    panels = 3 if holds else 2
+    fig = plt.figure(figsize=(5.7 * panels, 4))
+    ax1, ax2 = fig.add_subplot(1, panels, 1), fig.add_subplot(1, panels, 2)
+    ks = [int(t[3:]) for t in acc[deep]]
+    for i, name in enumerate(PAPERS['depth']['runs']):
+        ax1.errorbar(ks, [acc[name][t]['mean'] for t in acc[name]], [acc[name][t]['sd'] for t in acc[name]],
+                     marker='o', capsize=3, color=f'C{i}', label=f'{name} (lr {best[name]:g})')
+        ax2.plot(list(grids[name]), list(grids[name].values()), 'o-', color=f'C{i}', label=name)
+    ax1.plot(ks, [CHANCE[t] for t in acc[deep]], 'k:', label='chance')
+    ax1.set(title='exact match against hops (mean +- sd over seeds)', xlabel='k (pointer lookups)',
+            ylabel='exact match', ylim=(0, 1.05))
+    ax2.set(title='rate bracket (seed 1337)', xlabel='learning rate', ylabel='answer loss (val stream)', xscale='log')
+    ax1.legend(fontsize=8)
+    ax2.legend(fontsize=8)
+    return fig

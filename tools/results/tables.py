@@ -1,0 +1,148 @@
+"""What every paper's report is made of: a run's parameter and FLOP counts, comparison tables with their
+verdicts, the rate brackets, the gaps at two sizes, and the files results/<paper>.md, .json and .png."""
+import json
+import math
+import os
+
+import matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # noqa: E402,F401  (the experiments' figures)
+import matplotlib.ticker  # noqa: E402
+from PIL import Image  # noqa: E402  (matplotlib's own dependency)
+import torch  # noqa: E402
+
+from models import build_model  # noqa: E402
+from tools.report import replace_with, write_text  # noqa: E402
+from tools.results.spec import PAPERS  # noqa: E402
+from tools.results.stats import verdict  # noqa: E402
+
+
+def counts(out):
+    """(parameters as the papers count them: a tied matrix twice; non-embedding; FLOPs per token at
+    block_size) of a run, built on the meta device from its config.json."""
+    cfg = json.load(open(os.path.join(out, 'config.json')))
+    with torch.device('meta'):
+        m = build_model(cfg['model'], cfg)
+    emb = sum(mod.weight.numel() for mod in m.modules() if isinstance(mod, torch.nn.Embedding))
+    paper = sum(p.numel() for _, p in m.named_parameters(remove_duplicate=False))
+    return paper, m.num_params() - emb, m.flops_per_token(cfg['block_size'])
+
+
+def tokens_seen(out):
+    cfg = json.load(open(os.path.join(out, 'config.json')))
+    return cfg['batch_size'] * cfg['gradient_accumulation_steps'] * cfg['block_size'] * cfg['max_iters']
+
+
+def at_fraction(curve, frac=2 / 3):
+    """The logged eval-set loss at the eval nearest frac of the run: (iteration, loss)."""
+    last = curve[-1][0]
+    return min(curve, key=lambda p: abs(p[0] - frac * last))
+
+
+def first_dir(lab, paper, row):
+    """The folder of a row's first seed (a tuned run's at its rate)."""
+    return row['dirs'][0] if 'dirs' in row else lab.run_dir(paper, row['run'], row['seeds'][0])
+
+
+def comparison(lab, paper, rows, curves, ref, names, paper_col=None, scale=1.0):
+    """One table of runs against ref: each run's counts, its loss (mean +- sd over its seeds) at the
+    end and at 2/3 of the run (the eval-set estimate the log holds, mean over seeds), ref's gap to
+    it and the verdict: 'holds' where ref is lower by more than two of the larger sd, 'tie' within
+    them, 'run lower' beyond them, 'one seed' where a side has no sd. paper_col: the paper's number
+    per run name, shown beside ours. scale: the logged losses (nats) into the rows' unit."""
+    by = {r['run']: r for r in rows}
+    head = ['run', 'params, paper convention (tied matrix twice)', 'non-embedding', 'FLOPs/token', 'seeds',
+            'val loss', 'at 2/3', f'{ref} - run', 'verdict'] + (['paper'] if paper_col else [])
+    md = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+    for name in names:
+        r, q = by[name], by[ref]
+        pc, non_emb, fpt = counts(first_dir(lab, paper, r))
+        pts = [at_fraction(c) for c in curves[name]]
+        gap = q['mean'] - r['mean']
+        sd_txt = '' if math.isnan(r['sd']) else f" +- {r['sd']:.3f}"
+        md.append(f"| {name} | {pc:,} | {non_emb:,} | {fpt / 1e6:.2f}M | {len(r['losses'])} | {r['mean']:.3f}{sd_txt} | "
+                  f"{scale * sum(l for _, l in pts) / len(pts):.3f} (iter {pts[0][0]}) | "
+                  f"{'' if name == ref else f'{gap:+.3f}'} | {'' if name == ref else verdict(q, r)} |" + (f" {paper_col.get(name, '')} |" if paper_col else ''))
+    return md
+
+
+def rates_md(rows, unit='val loss'):
+    """The rate brackets of a paper's tuned runs, one line each, and the rate every other tuned row took."""
+    md = [f"Each run's own rate (its first seed's {unit} at each rate of its bracket, the best inside the grid "
+          f"or at its widest, 7 rates; then the mean over every seed at the grid's best two, the lower taken): " + '; '.join(
+              f"{r['run']}: " + ', '.join(f'{lr} {v:.3f}' for lr, v in r['grid'].items()) + '; mean ' +
+              ', '.join(f'{lr} {v:.3f}' for lr, v in r['finals'].items()) + f" -> {r['lr']:g}"
+              for r in rows if 'grid' in r) + '.']
+    shared = [r for r in rows if 'lr' in r and 'grid' not in r]
+    if shared:
+        md[0] += ' At their model\'s rate: ' + ', '.join(f"{r['run']} {r['lr']:g}" for r in shared) + '.'
+    return md
+
+
+def sizes(lab, paper, ref, pairs, both, ax, unit='val loss'):
+    """The headline gaps at both sizes: both = [(folder, rows), ...] (the paper's runs, then its small
+    size's under out-results/<folder>/), pairs = [(name at the first size, name at the second)]; a
+    table row per pair and size (non-embedding parameters, FLOPs per token and tokens per parameter of
+    ref and of the run, ref's gap to the run with two of the larger sd, the verdict), the pairs not
+    decidable at this scale, and on ax the gap against ref's tokens per parameter."""
+    md = [f'| {ref} against | non-embedding params ({ref} / run) | FLOPs/token | tokens per param | '
+          f'{unit} gap ({ref} - run, +- two sd) | verdict |', '|---|---|---|---|---|---|']
+    for i, pair in enumerate(pairs):
+        pts = []
+        for (folder, rows), name in zip(both, pair):
+            by = {r['run']: r for r in rows}
+            r, q = by[name], by[ref]
+            dq, dr = first_dir(lab, folder, q), first_dir(lab, folder, r)
+            (_, emb_q, fl_q), (_, emb_r, fl_r) = counts(dq), counts(dr)
+            tpp_q, tpp_r = tokens_seen(dq) / emb_q, tokens_seen(dr) / emb_r
+            two_sd = 2 * max(r['sd'], q['sd'])
+            pts.append((tpp_q, q['mean'] - r['mean'], two_sd))
+            md.append(f"| {name} | {emb_q:,} / {emb_r:,} | {fl_q / 1e6:.2f}M / {fl_r / 1e6:.2f}M | "
+                      f"{tpp_q:.1f} / {tpp_r:.1f} | {q['mean'] - r['mean']:+.3f} +- {two_sd:.3f} | {verdict(q, r)} |")
+        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts], marker='o', capsize=3,
+                    color=f'C{i}', label=pair[-1])
+    ax.axhline(0, color='k', lw=0.5)
+    ax.set(title=f'{ref} - run (two sd)', xlabel=f'tokens per non-embedding parameter of {ref}',
+           ylabel=f'{unit} gap (< 0: {ref} lower)', xscale='log')
+    ax.set_xticks([p[0] for p in pts], [f'{p[0]:.1f}' for p in pts], minor=False)    # the two sizes, no minor labels
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.legend(fontsize=8)
+    return md + ['', *undecided_md(ref, pairs, both)]
+
+
+def undecided_md(ref, pairs, both):
+    """The line under sizes()' table: the pairs whose gap is inside two sd at both sizes."""
+    ties = [pair[-1] for pair in pairs
+            if all(verdict({r['run']: r for r in rows}[ref], {r['run']: r for r in rows}[name]) == 'tie'
+                   for (_, rows), name in zip(both, pair))]
+    return [f"Not decidable at this scale (a tie at both sizes): {ref} against {', '.join(ties)}." if ties else
+            "Every gap is outside two sd at one size at least."]
+
+
+def write(lab, paper, rows, fig, extra, seeds):
+    # results/ holds the full runs' tables; a quick --iters look writes beside its runs
+    iters = lab.opts.iters
+    dest = lab.opts.results if not iters else os.path.join(lab.opts.out, f'{paper}-iters{iters}')
+    os.makedirs(dest, exist_ok=True)
+    fig.tight_layout()
+    png = os.path.join(dest, f'{paper}.png')
+
+    def save_png(tmp):
+        fig.savefig(tmp, dpi=80, format='png')
+        Image.open(tmp).convert('RGB').quantize(256).save(tmp, format='png', optimize=True)   # a palette: a third of the bytes
+    replace_with(png, save_png)
+    lines = [f"# {paper}: {PAPERS[paper]['claim']}", '',
+             f"{PAPERS[paper].get('data', 'Tiny Shakespeare characters')}, whole validation stream (tools/eval.py "
+             f"--stream=True), seeds {', '.join(map(str, rows[0].get('seeds', [])))} (the per-seed column lists each run's, in "
+             f"that order). Command: "
+             f"`python -m tools.results {paper}`; each run's config, log and readings: results/runs/{paper}*/.", '',
+             f"| run | model | {PAPERS[paper].get('metric', 'val loss')} (mean +- sd) | per seed | train wall time |",
+             '|---|---|---|---|---|']
+    for r in rows:
+        sd = '' if math.isnan(r['sd']) else f" +- {r['sd']:.3f}"
+        lines.append(f"| {r['run']} | {r['model']} | {r['mean']:.3f}{sd} | "
+                     f"{', '.join(f'{x:.3f}' for x in r['losses'])} | {r['seconds'] / 60:.1f} min |")
+    lines += ['', extra, '']
+    write_text(os.path.join(dest, f'{paper}.md'), '\n'.join(lines))
+    write_text(os.path.join(dest, f'{paper}.json'), json.dumps(rows, indent=1))
+    print('\n'.join(lines))
