@@ -1,27 +1,17 @@
 """
-Prepare a dataset: data/<dir>/{train.bin, val.bin[, test.bin], meta.json}.
+Prepare a dataset: data/<dir>/{train.bin, val.bin[, test.bin], meta.json}, as nanoGPT's prepare.py scripts.
 
     python prepare_data.py NAME [--tokenizer gpt2|byte|char] [--input FILE] [--out_dir data] [--url BASE] ...
 
-The .bin files are flat np.uint16 token streams (np.memmap them, as nanoGPT). meta.json, written last so
-that a folder with one is complete, holds the tokenizer, vocab_size (ids 0..vocab_size-1), itos/stoi
-(char), bpe_vocab (gpt2 --vocab N), mask_id (the battery's MASK id = vocab_size: a model that fills holes
-needs vocab_size + 1 rows), source, split and token counts. get_tokenizer(meta) -> (encode, decode).
-
-NAME is a row of SOURCES, read by its own function (its docstring says how it splits): shakespeare_char,
-shakespeare, wikitext103, enwik8, tinystories, fineweb_edu (needs pip install pyarrow), and battery.py's
-offline synthetic (what `python train.py` uses), hops, hops1 ... hops5; or any plain folder name with
---input FILE (a local text file, char). --input also reads a source's download offline. Downloads go to
-<out_dir>/downloads/ with a tqdm bar, resume a .part with an HTTP Range request and are checked against
-SHA256, the sha256 the HuggingFace Hub sends (X-Linked-Etag) or SIZES (enwik8 publishes no checksum);
---url BASE (or PREPARE_DATA_URL) names a mirror (the tests' local server), or a one-file source's URL.
-
-Tokenizers: gpt2 is tiktoken's GPT-2 BPE; --vocab N keeps its first N-1 merge ranks + <|endoftext|> = N-1,
-itself a valid BPE (--vocab 32768: the paper configs'). byte: 257 symbols, 256 ending each nonempty
-WikiText row and fineweb_edu document (the causal workspace paper's encoding). char: the sorted set of
-the text's characters (nanoGPT's shakespeare_char). The folder is data/NAME with the source's default
-tokenizer or a custom NAME, else data/NAME_<tokenizer> (NAME_gpt2_<N> with --vocab N): dataset_dirname().
-In-process, prepare(name, ...) -> the folder; expected failures raise DataError (`error: ...`, exit 2).
+NAME is a row of SOURCES, each read by a small function whose docstring says how it splits, or any plain
+folder name with --input FILE (a local text file). The .bin files are flat np.uint16 token streams;
+meta.json, written last, holds the tokenizer, vocab_size (ids 0..vocab_size-1), itos/stoi (char),
+bpe_vocab (gpt2 --vocab N: GPT-2's first N-1 merges + <|endoftext|> = N-1, itself a valid BPE), mask_id
+(battery.py's datasets: vocab_size, a row a model that fills holes adds), source, split and token counts.
+The byte tokenizer's 257th symbol ends each WikiText row and fineweb_edu document (the causal workspace
+paper's encoding). Downloads resume (HTTP Range) and are checked (SHA256, the HuggingFace Hub's
+X-Linked-Etag, SIZES); --url BASE or PREPARE_DATA_URL names a mirror, --input a local copy. More:
+docs/training.md#data. In-process: prepare(name, ...) -> the folder; a mistake raises DataError.
 """
 import argparse
 import codecs
@@ -60,8 +50,7 @@ TRAIN_CAPS = {('tinystories', 'byte'): 250_000_000}   # the causal workspace pap
 
 
 class DataError(ConfigError):
-    """An expected failure (network, bad input, missing extra): one line, no traceback; a ConfigError,
-    so that train.py and the tools report it as a mistake of their own."""
+    """A mistake or an expected failure (network, bad input): one line, no traceback."""
 
 
 def check_name(name):
@@ -124,8 +113,7 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
         raise KeyboardInterrupt(f'the partial download {part} resumes next time') from None
     except requests.RequestException as e:
         raise DataError(f'download of {url} failed ({error_line(e)}). {offline} (rerunning resumes a partial download)') from None
-    got = os.path.getsize(part)
-    if size is not None and got != size:
+    if size is not None and (got := os.path.getsize(part)) != size:
         wrong = f'{url} gave {got} bytes, expected {size}'
     elif sha256 is not None and (digest := _sha256(part)) != sha256:
         wrong = f'sha256 mismatch for {url}: expected {sha256}, got {digest}'
@@ -216,7 +204,6 @@ def _file_pieces(path, start=0, end=None, size=1 << 20):
 
 
 def _member(path, filename):
-    """The member of the zip at path whose name ends in filename (None: none)."""
     with zipfile.ZipFile(path) as z:
         return next((m for m in z.namelist() if m.rsplit('/', 1)[-1] == filename), None)
 
@@ -244,8 +231,7 @@ def text_file(paths, val_frac, kind='text', special=False):
 WIKITEXT_FILES = {'train': 'wiki.train.raw', 'val': 'wiki.valid.raw', 'test': 'wiki.test.raw'}
 
 
-def _wiki_rows(path, member):
-    """A WikiText file (member of the zip at path, or the file at path) in str pieces, read as text."""
+def _wiki_rows(path, member=None):   # the file at path, or its member: str pieces, newlines as text mode reads them
     with zipfile.ZipFile(path) if member else open(path, 'rb') as z:
         f = io.TextIOWrapper(z.open(member) if member else z, encoding='utf-8')
         yield from iter(lambda: f.read(1 << 20), '')
@@ -298,16 +284,16 @@ def tinystories(paths, val_frac):
             'the official train and valid files')
 
 
-def _need_pyarrow():
+def _pyarrow():
     try:
-        import pyarrow.parquet  # noqa: F401
+        import pyarrow.parquet
     except ImportError:
         raise DataError('fineweb_edu reads parquet shards, which needs the optional extra pyarrow: pip install pyarrow') from None
+    return pyarrow.parquet
 
 
 def _parquet_docs(paths, start=0, stop=None):
-    import pyarrow.parquet as pq
-    docs = (doc for p in paths for batch in pq.ParquetFile(p).iter_batches(columns=['text'], batch_size=1024)
+    docs = (doc for p in paths for batch in _pyarrow().ParquetFile(p).iter_batches(columns=['text'], batch_size=1024)
             for doc in batch.column(0).to_pylist())
     return itertools.islice(docs, start, stop)
 
@@ -320,8 +306,7 @@ def fineweb_edu(paths, val_frac):
             raise DataError('the --input folder holds no .parquet files')
     if not paths[0].endswith('.parquet'):
         return text_file(paths, val_frac)
-    _need_pyarrow()
-    import pyarrow.parquet as pq
+    pq = _pyarrow()
     if len(paths) > 1:
         train, val, how = (paths[:-1],), (paths[-1:],), f'{len(paths) - 1} parquet shard(s) train, ' \
                                                         f'{os.path.basename(paths[-1])} val'
@@ -333,7 +318,7 @@ def fineweb_edu(paths, val_frac):
 
 def fineweb_files(shards):
     """--shards N train shards and the last shard, nanochat's val shard."""
-    _need_pyarrow()
+    _pyarrow()
     if shards < 1:
         raise DataError('--shards must be at least 1')
     return [f'shard_{i:05d}.parquet' for i in [*range(shards), 1822]]
@@ -357,7 +342,7 @@ SOURCES = {
 
 # ----------------------------------------------------------------------------- splits -> np.uint16 arrays
 def _texts(split):
-    """The split as str pieces (bytes decoded as UTF-8 across piece boundaries; a document ends in a blank line)."""
+    """The split as str pieces (bytes decoded as UTF-8 across piece boundaries)."""
     decoder = codecs.getincrementaldecoder('utf-8')('replace' if split.lenient else 'strict')
     try:
         for piece in split.pieces():
