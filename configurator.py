@@ -21,6 +21,7 @@ import ast
 import difflib
 import math
 import os
+import re
 import sys
 import time
 import types
@@ -58,14 +59,15 @@ def fail(msg):
 
 class Settings(dict):
     """Given settings, with where each came from (origin: key -> config file; absent: the command
-    line) and the text of each command-line value (raw), so that a str key may take '46' or 'None'."""
-    def __init__(self, *a, origin=None, raw=None):
+    line), the text of each command-line value (raw), so that a str key may take '46' or 'None',
+    and the arguments as given (argv), which a printed command repeats."""
+    def __init__(self, *a, origin=None, raw=None, argv=()):
         super().__init__(*a)
-        self.origin, self.raw = dict(origin or {}), dict(raw or {})
+        self.origin, self.raw, self.argv = dict(origin or {}), dict(raw or {}), list(argv)
 
     def pick(self, keys):
         """The settings whose key is in keys, with their origins."""
-        return Settings({k: v for k, v in self.items() if k in keys}, origin=self.origin, raw=self.raw)
+        return Settings({k: v for k, v in self.items() if k in keys}, origin=self.origin, raw=self.raw, argv=self.argv)
 
     def where(self, key):
         return f"in {self.origin[key]}" if key in self.origin else "on the command line"
@@ -102,7 +104,7 @@ def _read_file(path, chain=()):
 
 def parse_args(argv):
     """Config files and --key=value pairs, in order, into one dict of settings (a Settings)."""
-    given = Settings()
+    given = Settings(argv=argv)
     for arg in argv:
         if arg in ('-h', '--help'):  # the script's own docstring is its usage
             print((sys.modules['__main__'].__doc__ or '').strip())
@@ -150,12 +152,17 @@ def check(given, known):
         if not ok:
             raise ConfigError(f"config key '{key}'{where} expects {type(default).__name__} (default {default!r}), "
                               f"got {type(val).__name__} {val!r}")
+        if key == 'seed' and not 0 <= val <= MAX_SEED:
+            raise ConfigError(f"seed{where} must be an integer from 0 to 2**63 - 1 = {MAX_SEED} (torch.manual_seed "
+                              f"takes a 64-bit integer, and train.py seeds each process with seed + its rank), got {val}")
         if isinstance(default, float) and not isinstance(val, bool):
             given[key] = float(val)
         if isinstance(default, tuple) and isinstance(val, list):
             given[key] = tuple(val)
     return given
 
+
+MAX_SEED = 2 ** 63 - 1   # every script's seed: torch.manual_seed(seed + rank) overflows past 2**64 - 1
 
 RANGES = {  # a kind of value: (its test, what is accepted)
     'positive': (lambda v: v > 0, '> 0'),
@@ -214,6 +221,10 @@ def check_settings(cfg):
         raise ConfigError(f"mask_id must be None or a token id >= 0, got {cfg['mask_id']!r}")
     if not cfg['out_dir']:
         raise ConfigError("out_dir must name a folder, got ''")
+    for k in ('dataset', 'synth_dataset'):    # a folder in data_dir, as prepare_data.py names it
+        if not re.fullmatch(r'[A-Za-z0-9_-][A-Za-z0-9_.-]*', cfg[k]):
+            raise ConfigError(f"{k} must be the name of a folder in data_dir (letters, digits, _ . -, not starting "
+                              f"with .), got {cfg[k]!r}")
     if not cfg['causal']:    # a BERT-style encoder: full attention, trained at holes only
         if cfg['model'] != 'gpt':
             raise ConfigError(f"causal=False needs model 'gpt' (full attention; the {cfg['model']} model has no "

@@ -25,11 +25,12 @@ from models import build_model, model_classes, model_fields
 
 
 class Run:
-    """How far a run got, for what a stop or a crash reports: its cfg, the iteration it is at
-    (iter), the last checkpoint's iteration (last_good), the folder a replaced run waits in (aside)
-    and the stamp of the ckpt.pt that the checks saw."""
+    """How far a run got, for what a stop or a crash reports: its cfg, the settings given (given,
+    whose argv the commands a hint prints repeat) and the trainer's defaults, the iteration it is
+    at (iter), the last checkpoint's iteration (last_good), the folder a replaced run waits in
+    (aside) and the stamp of the ckpt.pt that the checks saw."""
     def __init__(self):
-        self.cfg = self.iter = self.last_good = self.aside = self.stamp = self.lock = None
+        self.cfg = self.given = self.defaults = self.iter = self.last_good = self.aside = self.stamp = self.lock = None
 
 
 def check_run_folder(run, cfg, given, defaults):
@@ -38,7 +39,7 @@ def check_run_folder(run, cfg, given, defaults):
     for a new run. defaults: the trainer's (what a key missing from an older checkpoint meant)."""
     check_out_dir(cfg['out_dir'])
     put_back(cfg)
-    run.cfg, run.stamp = cfg, checkpoint_stamp(cfg)
+    run.cfg, run.given, run.defaults, run.stamp = cfg, given, defaults, checkpoint_stamp(cfg)
     ckpt = prepare_out_dir(cfg, given, defaults)
     run.last_good = ckpt['iter_num'] if ckpt else None
     return ckpt
@@ -109,39 +110,44 @@ def prepare_out_dir(cfg, given, defaults):
     if cfg['init_from'] != 'resume':
         if os.path.exists(ckpt_path) and cfg['eval_only']:
             raise ConfigError(f"--eval_only=True with init_from={cfg['init_from']!r} would evaluate a fresh model, not the "
-                              f"trained {ckpt_path}: pass --init_from=resume to evaluate it")
+                              f"trained {ckpt_path}; to evaluate it: {command(given.argv, {'init_from': 'resume'})}")
         if os.path.exists(ckpt_path) and not cfg['overwrite']:
-            raise ConfigError(f"{ckpt_path} holds a trained run: continue it with --init_from=resume, start this run in "
-                              f"another --out_dir, or replace it (and its log) with --overwrite=True")
+            raise ConfigError(f"{ckpt_path} holds a trained run: continue it with {command(given.argv, {'init_from': 'resume'})}"
+                              f", start this run in another --out_dir, or replace it (and its log) with "
+                              f"{command(given.argv, {'overwrite': True})}")
         return None
     if not os.path.isfile(ckpt_path):
         raise ConfigError(f"init_from='resume' but there is no checkpoint at {ckpt_path} "
-                          f"(a new run: leave init_from at 'scratch')")
+                          f"(a new run: {command(given.argv, drop=('init_from',))})")
     ckpt = read_checkpoint(ckpt_path)
     missing = [k for k in ('optimizers', 'scaler', 'rng', 'best_val_loss') if k not in ckpt]
     if missing:
+        run = {**defaults, **ckpt['config'], **ckpt['model_args'], 'model': ckpt['model_name'], 'out_dir': cfg['out_dir']}
         raise ConfigError(f"{ckpt_path} cannot be resumed (it lacks {', '.join(missing)}); "
-                          f"start a new run from its weights with --init_from={cfg['out_dir']} --out_dir=...")
+                          f"start a new run from its weights: {new_run_command(run, defaults)}")
     if 'model' in given and ckpt['model_name'] != cfg['model']:
         raise ConfigError(f"{ckpt_path} holds a '{ckpt['model_name']}' model but this config builds '{cfg['model']}'")
     cfg['model'] = ckpt['model_name']
     differ = changed_settings(cfg, given, ckpt, defaults)
     if differ:
+        keep = {k: then for k, then in differ}
         raise ConfigError(f"resume continues the run in {ckpt_path}, and these settings differ from it: " +
-                          ', '.join(differ) + f"; drop them, or start a new run in another --out_dir (a resumed "
-                          f"run may change only {', '.join(CONTINUE_KEYS[5:])})")
+                          ', '.join(f"{k}={given[k]!r} (checkpoint: {then!r})" for k, then in differ) +
+                          f"; continue it as it was: {command(given.argv, keep)}, or start a new run in another "
+                          f"--out_dir (a resumed run may change only {', '.join(CONTINUE_KEYS[5:])})")
     run = {**defaults, **model_fields(cfg['model']), **ckpt['config'], **ckpt['model_args']}
     for k in list(cfg) + list(model_fields(cfg['model'])):
         if k in run and not (k in RUN_KEYS or (k in CONTINUE_KEYS and k in given)):
             cfg[k] = run[k]
     if cfg['max_iters'] < ckpt['iter_num'] and not cfg['eval_only']:
         raise ConfigError(f"{ckpt_path} holds iter {ckpt['iter_num']}, past --max_iters={cfg['max_iters']}: a resumed run "
-                          f"only goes forward (pass --max_iters above {ckpt['iter_num']}, or --eval_only=True to evaluate it)")
+                          f"only goes forward (give a --max_iters above {ckpt['iter_num']}), or evaluate it: "
+                          f"{command(given.argv, {'eval_only': True})}")
     return ckpt
 
 
 def changed_settings(cfg, given, ckpt, defaults):
-    """'key=now (checkpoint: then)' for each given setting outside CONTINUE_KEYS that differs from
+    """(key, the checkpoint's value) for each given setting outside CONTINUE_KEYS that differs from
     the checkpoint's run; None stands for a value derived as it was. Model fields are compared
     as the model config holds them (derived fields, an int for a per-layer tuple)."""
     args, run = ckpt['model_args'], {**defaults, **ckpt['config']}
@@ -154,7 +160,7 @@ def changed_settings(cfg, given, ckpt, defaults):
     differ = {k: args[k] for k in mine if now[k] != args[k]}
     differ.update({k: run[k] for k, v in given.items() if k not in args and k not in CONTINUE_KEYS
                    and k in run and v is not None and v != run[k]})
-    return [f"{k}={given[k]!r} (checkpoint: {then!r})" for k, then in differ.items()]
+    return list(differ.items())
 
 
 def checkpoint_stamp(cfg):
@@ -306,7 +312,7 @@ def draws_randomness(model, x, y):
     return not torch.equal(before[0], after[0]) or (cuda and not torch.equal(before[1], after[1]))
 
 
-def check_world(cfg, ckpt, model, xy, world, dev):
+def check_world(cfg, given, ckpt, model, xy, world):
     """A resume at another world size sees the same batches (a function of the iteration alone);
     what it cannot keep is a model's own random draws, made per process from each rank's generator:
     such a run resumes only at its own world size."""
@@ -316,7 +322,7 @@ def check_world(cfg, ckpt, model, xy, world, dev):
     raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} was trained by {then} process(es) and this resume runs "
                       f"{world}: the batches would be the same, but this {cfg['model']} model draws random numbers in "
                       f"training (dropout, sampled depths or noise) from each process's generator, so they would "
-                      f"change; resume it as it ran: {resume_command(cfg, then)}")
+                      f"change; resume it as it ran: {resume_command(cfg, given.argv, then)}")
 
 
 def run_model(out_dir):
@@ -349,13 +355,17 @@ def save_run(cfg, model, opts, scaler, meta, it, best_val, data):
 
 
 def diverged(what, run):
-    """A non-finite loss stops the run with one line that says where its last good state is."""
+    """A non-finite loss stops the run with one line that says where its last good state is, and
+    the command that starts again at a tenth of the learning rate."""
     cfg, last_good = run.cfg, run.last_good
     ckpt = os.path.join(cfg['out_dir'], 'ckpt.pt')
+    lr = float(f"{cfg['learning_rate'] / 10:.3g}")
+    lower = {'learning_rate': lr, 'min_lr': min(cfg['min_lr'], lr)}
     if last_good is None:
-        fail(f"{what}, before the first checkpoint: lower learning_rate and start again with --overwrite=True")
-    fail(f"{what}; {ckpt} still holds the last good state (iter {last_good}): start from it with a lower "
-         f"learning_rate, --init_from={cfg['out_dir']} --out_dir=NEW (a resumed run keeps its recipe)")
+        fail(f"{what}, before the first checkpoint: start again with a lower learning_rate: "
+             f"{command(run.given.argv, {**lower, 'overwrite': True})}")
+    fail(f"{what}; {ckpt} still holds the last good state (iter {last_good}): start a new run from it with a lower "
+         f"learning_rate (a resumed run keeps its recipe): {new_run_command({**cfg, **lower}, run.defaults)}")
 
 
 class Stopped(KeyboardInterrupt):
@@ -370,18 +380,43 @@ def stop(signum, frame):
     raise Stopped(signum)
 
 
-def resume_command(cfg, world=None):
-    """The command that continues the run in out_dir, launched as this one was: under torchrun,
-    torchrun with this job's processes per node (world: another world size's)."""
+def command(argv, add=None, drop=(), world=None):
+    """A train.py command that a hint prints, to paste: argv (the user's config files and
+    --key=value, as given) without the keys of drop and of add, then add's settings; launched as
+    this run was (under torchrun: torchrun with this job's processes per node), or at world processes."""
+    add = add or {}
     script = sys.argv[0] if os.path.basename(sys.argv[0]) == 'train.py' else 'train.py'
     total = int(os.environ.get('WORLD_SIZE', 1)) if world is None else world
     per_node = int(os.environ.get('LOCAL_WORLD_SIZE', total)) if world is None else world
-    if 'TORCHELASTIC_RUN_ID' in os.environ or total > 1:
+    if ('TORCHELASTIC_RUN_ID' in os.environ and world is None) or total > 1:
         launch = (f"torchrun --standalone --nproc_per_node={per_node}" if total == per_node else
                   f"torchrun --nnodes={total // per_node} --nproc_per_node={per_node} (and this job's rendezvous flags)")
     else:
         launch = 'python'
-    return f"{launch} {shlex.quote(script)} --init_from=resume --out_dir={shlex.quote(cfg['out_dir'])}"
+    keys = set(drop) | set(add)
+    args = [a for a in argv if not (a.startswith('--') and a[2:].partition('=')[0] in keys)]
+    args += [f"--{k}={v if isinstance(v, str) else repr(v)}" for k, v in add.items()]
+    return ' '.join([launch, shlex.quote(script)] + [shlex.quote(a) for a in args])
+
+
+def resume_command(cfg, argv, world=None):
+    """The command that continues the run in out_dir: this one's, resumed (world: at another world size)."""
+    return command(argv, {'init_from': 'resume', 'out_dir': cfg['out_dir']}, world=world)
+
+
+def run_settings(cfg, defaults):
+    """The settings of a run as --key=value overrides: its model, and every key (the model's fields
+    included) whose value is not the default; RUN_KEYS are the command's own."""
+    fields = model_fields(cfg['model'])
+    base = {**fields, **defaults}
+    keys = ['model'] + [k for k in list(defaults) + list(fields) if k != 'model' and k not in RUN_KEYS]
+    return {k: cfg[k] for k in dict.fromkeys(keys) if k in cfg and (k == 'model' or cfg[k] != base.get(k))}
+
+
+def new_run_command(cfg, defaults):
+    """The command that starts a new run from the weights in cfg's out_dir with its settings, in out_dir + '-new'."""
+    return command([], {**run_settings(cfg, defaults), 'init_from': cfg['out_dir'],
+                        'out_dir': cfg['out_dir'].rstrip('/') + '-new'})
 
 
 def interrupted(run, signum=signal.SIGINT):
@@ -401,7 +436,7 @@ def interrupted(run, signum=signal.SIGINT):
               ("; the run --overwrite was to replace is back in place" if back else ""), file=sys.stderr)
     else:
         print(f"interrupted{how}{where}; {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {last_good}: "
-              f"continue with {resume_command(cfg)}", file=sys.stderr)
+              f"continue with {resume_command(cfg, run.given.argv)}", file=sys.stderr)
     sys.exit(code)
 
 

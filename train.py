@@ -243,7 +243,7 @@ def train(argv, run):
     optimizers, then the loop. run (a run_folder.Run) learns how far it got, for what a stop reports."""
     cfg, given, wandb = settings(argv)
     if cfg['dry_run']:
-        return print_sizes(cfg)
+        return print_sizes(cfg, given)
     env, ckpt = setup(cfg, given, run)
     data, raw_model, opts, scaler, iter_num, best_val = build(cfg, env, ckpt, run)
     del ckpt    # its tensors
@@ -321,6 +321,7 @@ def settings(argv):
     try:
         cfg, given = resolve_config(argv, with_given=True)
         check_settings(cfg)
+        check_dataset(cfg, given)
         return cfg, given, import_wandb() if cfg['wandb_log'] and not cfg['dry_run'] else None
     except ConfigError as e:
         fail(e)
@@ -350,6 +351,21 @@ def resolve_config(argv, with_given=False):
 SHAPE_KEYS = ('n_layer', 'n_head', 'n_embd', 'dropout')
 
 
+def check_dataset(cfg, given):
+    """The data a run names is there, before out_dir is looked at (so a typo'd --dataset is what
+    a command into a trained run's out_dir hears of). The synthetic battery is made on the spot;
+    a resume's data is its checkpoint's, and a dry run reads none."""
+    if cfg['dry_run'] or (cfg['init_from'] == 'resume' and 'dataset' not in given):
+        return
+    if cfg['dataset'] != 'synthetic' and read_meta(cfg) is None:
+        raise ConfigError(no_data(cfg))
+
+
+def no_data(cfg):
+    return (f"{os.path.join(cfg['data_dir'], cfg['dataset'])} holds no data (meta.json, or nanoGPT's train.bin with or "
+            f"without meta.pkl): prepare the data first ({prepare_hint(cfg['dataset'])})")
+
+
 def setup(cfg, given, run):
     """The processes (torchrun) and the device; every check that needs no data, out_dir's included,
     comes before any process waits for another. Returns (env, the checkpoint to resume or None)."""
@@ -362,7 +378,7 @@ def setup(cfg, given, run):
             check_device(dev)
         ckpt = run_folder.check_run_folder(run, cfg, given, DEFAULTS)
         if split_batch(cfg, world) is None:
-            raise ConfigError(split_hint(cfg, world))
+            raise ConfigError(split_hint(cfg, world, given, ckpt))
     except ConfigError as e:
         fail(e)
     if ddp:
@@ -391,7 +407,7 @@ def build(cfg, env, ckpt, run):
     loss the run starts from."""
     err = None
     try:
-        data = load_data(cfg, ckpt.get('data') if ckpt else None, env.rank, env.world, env.dev, env.ddp)
+        data = load_data(cfg, ckpt.get('data') if ckpt else None, env.rank, env.world, env.dev, env.ddp, run.given.argv)
         raw_model = build_model(cfg['model'], cfg)
         run_folder.load_start(raw_model, cfg, ckpt)
         raw_model.to(env.dev)
@@ -401,7 +417,7 @@ def build(cfg, env, ckpt, run):
             run_folder.restore_states(opts, scaler, ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'))
             if not cfg['eval_only']:
                 xy = draw_batch('train', ckpt['iter_num'], 0, cfg, data.streams, data.mask)[:2]
-                run_folder.check_world(cfg, ckpt, raw_model, xy, env.world, env.dev)
+                run_folder.check_world(cfg, run.given, ckpt, raw_model, xy, env.world)
     except ConfigError as e:
         err = str(e)
     try:
@@ -618,15 +634,22 @@ def split_batch(cfg, world):
     return batch, share // batch
 
 
-def split_hint(cfg, world):
-    """The values that would divide: the next gradient_accumulation_steps, or batch_size."""
+def split_hint(cfg, world, given, ckpt=None):
+    """What runs instead: a new run's command with the next gradient_accumulation_steps or a
+    batch_size that divides; a resumed run keeps its batch, so the world sizes that continue it."""
     B, A = cfg['batch_size'], cfg['gradient_accumulation_steps']
+    said = f"batch_size * gradient_accumulation_steps = {B} * {A} sequences per iteration do not split over {world} processes"
+    if ckpt is not None:
+        sizes = [w for w in range(1, B * A + 1) if B * A % w == 0]
+        return (f"{said}, and a resumed run keeps its batch: {os.path.join(cfg['out_dir'], 'ckpt.pt')} continues at "
+                f"{' or '.join(map(str, sizes))} processes, as it ran: "
+                f"{run_folder.resume_command(cfg, given.argv, len(ckpt['rng']))}")
     A2 = A * world // math.gcd(B * A, world)
     step = world // math.gcd(A, world)
     B2 = (B // step) * step or step
-    return (f"batch_size * gradient_accumulation_steps = {B} * {A} sequences per iteration do not split over "
-            f"{world} processes: pass --gradient_accumulation_steps={A2} ({B * A2} sequences) or --batch_size={B2} "
-            f"({B2 * A} sequences)")
+    return (f"{said}: pass --gradient_accumulation_steps={A2} ({B * A2} sequences), "
+            f"{run_folder.command(given.argv, {'gradient_accumulation_steps': A2})}, or --batch_size={B2} "
+            f"({B2 * A} sequences), {run_folder.command(given.argv, {'batch_size': B2})}")
 
 
 def data_streams(cfg):
@@ -654,7 +677,7 @@ def open_streams(paths):
     return streams, record
 
 
-def check_same_tokenizer(cfg, meta):
+def check_same_tokenizer(cfg, meta, argv):
     """p_synth mixes synth_dataset's ids into the dataset's: both must come from one tokenizer."""
     if cfg['p_synth'] <= 0 or cfg['synth_dataset'] == cfg['dataset']:
         return
@@ -667,14 +690,15 @@ def check_same_tokenizer(cfg, meta):
         said = lambda m: f"{m.get('tokenizer')} tokenizer, vocab_size {m.get('vocab_size')}"
         raise ConfigError(f"p_synth mixes {cfg['synth_dataset']}'s ids into {cfg['dataset']}'s, but they come from "
                           f"other tokenizers ({cfg['synth_dataset']}: {said(synth)}; {cfg['dataset']}: {said(meta)}; "
-                          f"{', '.join(differ)} differ), so its ids would mean other tokens: set --p_synth=0 or name a "
-                          f"synth_dataset prepared with {cfg['dataset']}'s tokenizer")
+                          f"{', '.join(differ)} differ), so its ids would mean other tokens: name a synth_dataset prepared "
+                          f"with {cfg['dataset']}'s tokenizer, or mix none in: {run_folder.command(argv, {'p_synth': 0.0})}")
 
 
-def load_data(cfg, then=None, rank=0, world=1, dev='cpu', ddp=False):
+def load_data(cfg, then=None, rank=0, world=1, dev='cpu', ddp=False, argv=()):
     """The data get_batch reads on this process (rank of world, batches sent to dev), once every
     stream is checked; then: the record of the data a resumed checkpoint trained on, which the data
-    found now must match. The synthetic battery is made on the spot, so python train.py works offline."""
+    found now must match; argv: the command's, which a hint repeats. The synthetic battery is made
+    on the spot, so python train.py works offline."""
     ds_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
     if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
         err = None
@@ -686,9 +710,8 @@ def load_data(cfg, then=None, rank=0, world=1, dev='cpu', ddp=False):
         agree(err, ddp)
     meta = read_meta(cfg)
     if meta is None:
-        raise ConfigError(f"{ds_dir} holds no data (meta.json, or nanoGPT's train.bin with or without meta.pkl): "
-                          f"prepare the data first ({prepare_hint(cfg['dataset'])})")
-    check_same_tokenizer(cfg, meta)
+        raise ConfigError(no_data(cfg))
+    check_same_tokenizer(cfg, meta, argv)
     paths = data_streams(cfg)
     for name, path in paths.items():
         if not os.path.isfile(path):
@@ -697,8 +720,8 @@ def load_data(cfg, then=None, rank=0, world=1, dev='cpu', ddp=False):
                               if name != 'synth_train' else f"{path} not found: p_synth needs {prepare_hint(need)}")
     streams, record = open_streams(paths)
     record = data_record(cfg, meta, record)
-    check_data(then, record, ds_dir, f"resume on the data it trained on, or start a new run from its weights "
-                                     f"(--init_from={cfg['out_dir']} --out_dir=NEW)")
+    check_data(then, record, ds_dir, f"resume on the data it trained on, or start a new run from its weights on "
+                                     f"this data: {run_folder.new_run_command(cfg, DEFAULTS) if then else ''}")
     cfg['vocab_size'], mask = dataset_vocab(cfg, meta)
     for name, path in paths.items():
         check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'] if rank == 0 else None,   # one rank reads every id
@@ -793,7 +816,7 @@ def cpu_threads(read=lambda: open('/proc/stat').read(), wait=0.2):
     return f"{n} CPU thread(s) of {cores} cores, {idle:.1f} of them idle now (set OMP_NUM_THREADS to choose)"
 
 
-def print_sizes(cfg):
+def print_sizes(cfg, given):
     """Parameters, FLOPs and the peak training memory of a config on one GPU, built and run on the
     meta device: no data, no memory."""
     try:
@@ -806,7 +829,7 @@ def print_sizes(cfg):
         world = int(os.environ.get('WORLD_SIZE', 1))
         split = split_batch(cfg, world)
         if split is None:
-            raise ConfigError(split_hint(cfg, world))
+            raise ConfigError(split_hint(cfg, world, given))
         micro_batch, accum = split
         try:
             mem = estimate_memory(cfg, micro_batch, accum, configure_optimizers)

@@ -317,7 +317,7 @@ def test_batch_split_at_16_and_64_processes(world):
         if split is None:
             # it does not divide, and both values the hint proposes do
             assert (B * A) % world
-            hint = train_script().split_hint(cfg, world)
+            hint = train_script().split_hint(cfg, world, configurator.Settings())
             a2, b2 = map(int, re.search(r'--gradient_accumulation_steps=(\d+) .* --batch_size=(\d+)', hint).groups())
             assert train_script().split_batch({**cfg, 'gradient_accumulation_steps': a2}, world)
             assert train_script().split_batch({**cfg, 'batch_size': b2}, world)
@@ -422,3 +422,34 @@ def test_only_a_cuda_copy_is_pinned(monkeypatch):
     T.to_device(t, 'cpu')
     T.to_device(t, 'mps')
     assert calls == [('to', ('cpu',), {'non_blocking': True}), ('to', ('mps',), {'non_blocking': True})]
+
+
+# ----------------------------------------------------------------------------- the checkout stays the user's
+def test_tests_run_in_a_copy_of_the_checkout():
+    # a script's default out_dir and data_dir ('out', 'data') fall in the session's copy, not in the checkout
+    import conftest
+    assert os.getcwd() == conftest.CHECKOUT != ROOT
+    assert os.path.isfile(os.path.join(conftest.CHECKOUT, 'train.py'))
+    assert not os.path.exists(os.path.join(conftest.CHECKOUT, 'results', 'runs'))
+
+
+@pytest.mark.parametrize('where', ['out', 'data', 'tmp'])
+def test_a_session_that_writes_the_checkouts_out_or_data_fails(tmp_path, where):
+    # a session run on a fake checkout with this conftest: a test that writes its out/ or data/
+    # fails the session, one that writes its own tmp_path passes
+    import subprocess
+    fake = tmp_path / 'fake'
+    os.makedirs(fake / 'tests')
+    shutil.copy(os.path.join(ROOT, 'tests', 'conftest.py'), fake / 'tests')
+    (fake / 'train.py').write_text('')
+    target = f"os.path.join(ROOT, {where!r}, 'x')" if where != 'tmp' else "str(tmp_path / 'x')"
+    (fake / 'tests' / 'test_w.py').write_text(
+        "import os\nfrom conftest import ROOT\n\n\ndef test_w(tmp_path):\n"
+        f"    os.makedirs(os.path.dirname({target}), exist_ok=True)\n    open({target}, 'w').write('x')\n")
+    p = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'tests/test_w.py'], cwd=fake,
+                       capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'}, timeout=300)
+    if where == 'tmp':
+        assert p.returncode == 0, p.stdout + p.stderr
+    else:
+        assert p.returncode == 1 and f"wrote the checkout's own out*/ or data/" in p.stdout, p.stdout + p.stderr
+        assert '1 passed' in p.stdout and os.path.join(where, 'x') in p.stdout

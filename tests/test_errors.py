@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, make_char_dataset, run_script
+import conftest
+from conftest import ROOT, make_char_dataset, pasted, run_script
 
 TINY = ['--dataset=tiny', '--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=4',
         '--eval_iters=1', '--compile=False', '--max_iters=0']
@@ -66,6 +67,10 @@ def cases(d):
         (['--mask_id=-1', '--p_fill=0.5'], 'mask_id must be None or a token id >= 0'),
         (['--compile=maybe'], "compile must be None or bool, got 'maybe'"),
         (['--out_dir='], "out_dir must name a folder"),
+        (['--seed=100000000000000000000000'], 'seed must be an integer from 0 to 2**63 - 1 = 9223372036854775807'),
+        (['--seed=-1'], 'seed must be an integer from 0 to 2**63 - 1'),
+        (['--dataset=../../../etc'], "dataset must be the name of a folder in data_dir (letters, digits, _ . -"),
+        (['--synth_dataset=', '--p_synth=0.5'], "synth_dataset must be the name of a folder in data_dir"),
         ([f'--data_dir={d}/afile/data', '--dataset=synthetic'], 'cannot write the synthetic data under data_dir'),
         (['--dataset=shakespeare_byte'], 'prepare the data first (python prepare_data.py shakespeare --tokenizer byte)'),
         (['--dataset=fineweb_edu_gpt2_32768'], 'python prepare_data.py fineweb_edu --tokenizer gpt2 --vocab 32768'),
@@ -90,8 +95,9 @@ def cases(d):
     if not torch.backends.mps.is_available():
         train.append(('train.py', [data, *TINY, '--device=mps'], "device 'mps': MPS (Apple GPU) is not available"))
     train += [('train.py', [data, *TINY, *args], msg) for args, msg in [
-        ([run], 'holds a trained run: continue it with --init_from=resume, start this run in another --out_dir, '
-                'or replace it (and its log) with --overwrite=True'),
+        ([run], f'holds a trained run: continue it with python train.py {data} {" ".join(TINY)} {run} --init_from=resume, '
+                f'start this run in another --out_dir, or replace it (and its log) with python train.py {data} '
+                f'{" ".join(TINY)} {run} --overwrite=True'),
         ([run, '--eval_only=True'], 'would evaluate a fresh model, not the trained'),
         ([run, '--init_from=resume', '--n_embd=32', '--block_size=8'],
          "these settings differ from it: n_embd=32 (checkpoint: 16), block_size=8 (checkpoint: 16)"),
@@ -145,6 +151,7 @@ def cases(d):
         (['--start=ZEBRA'], 'cannot be encoded with the char tokenizer'),
         (['--num_recur=4'], 'unknown key(s) num_recur'),
         (['--top_k=many'], "config key 'top_k' expects int"),
+        (['--seed=100000000000000000000000'], 'seed must be an integer from 0 to 2**63 - 1'),
         ([f'--start={"the cat " * 10}[MASK] mat', '--infill=True', '--candidates=sat|ran'],
          "longer than this GPT's learned position table (16 rows)"),
     ]] + [('sample.py', [f'--out_dir={d}/synrun', *args], msg) for args, msg in [
@@ -376,7 +383,7 @@ def start_train(d, *args):
     cmd = [sys.executable, 'train.py', f'--data_dir={d}/data', *TINY, *args]
     # SIGINT and SIGHUP as a terminal delivers them, even where the suite runs in the background (which
     # ignores SIGINT) or under nohup (which ignores SIGHUP, and train.py rightly keeps it ignored)
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    return subprocess.Popen(cmd, cwd=conftest.CHECKOUT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'},
                             preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGHUP)])
 
@@ -416,8 +423,13 @@ def test_ctrl_c_names_the_iteration_and_the_resume_command(workspace):
                                    '--eval_interval=5'), 'iter 12:')
     p.stderr = p.stderr.read()
     one_line(p, f'--init_from=resume --out_dir={d}/ctrlc', code=130)
-    assert re.search(r'interrupted at iter \d+; .*ckpt.pt holds iter \d+', p.stderr)
-    assert not os.path.exists(d / 'ctrlc' / 'ckpt.pt.tmp')
+    held = re.search(r'interrupted at iter \d+; .*ckpt.pt holds iter (\d+)', p.stderr)
+    assert held and not os.path.exists(d / 'ctrlc' / 'ckpt.pt.tmp')
+    # the command, pasted (and told to evaluate, so that it stops), resumes the run with this one's settings
+    cmd = pasted(p.stderr, 'continue with') + ['--eval_only=True']
+    assert '--max_iters=100000' in cmd
+    q = run_script(*cmd[1:])
+    assert f'step {held.group(1)}: train loss' in q.stdout, q.stdout
 
 
 def test_overwrite_interrupted_before_its_first_checkpoint_keeps_the_old_run(workspace):
@@ -447,7 +459,8 @@ def test_a_schedulers_sigterm_and_a_closed_terminals_sighup_are_a_ctrl_c(workspa
     p.stdout.read()
     p.wait(timeout=120)
     p.stderr = p.stderr.read()
-    one_line(p, f'continue with python train.py --init_from=resume --out_dir={d}/{sig}', code=code)
+    one_line(p, f'continue with python train.py --data_dir={d}/data', code=code)
+    assert f'--init_from=resume --out_dir={d}/{sig}' in p.stderr
     assert re.search(rf'interrupted by {sig} at iter \d+; .*ckpt.pt holds iter \d+', p.stderr)
     assert not [f for f in os.listdir(d / sig) if f.endswith('.tmp')]
 
@@ -463,7 +476,7 @@ def slow_save_child(d, out, *args):
             "models.torch.save = slow\n"
             "runpy.run_path('train.py', run_name='__main__')\n")
     cmd = [sys.executable, '-c', code, f'--data_dir={d}/data', *TINY, f'--out_dir={out}', *args]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    return subprocess.Popen(cmd, cwd=conftest.CHECKOUT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'})
 
 
@@ -517,7 +530,7 @@ def test_overwrite_killed_before_its_first_checkpoint_is_put_back_at_the_next_st
     p.wait(timeout=120)
     assert os.path.isfile(out / 'replaced' / 'ckpt.pt') and not os.path.exists(out / 'ckpt.pt')
     # what reads a checkpoint names replaced/ and how it comes back
-    q = subprocess.run([sys.executable, 'sample.py', f'--out_dir={out}'], cwd=ROOT, capture_output=True, text=True,
+    q = subprocess.run([sys.executable, 'sample.py', f'--out_dir={out}'], cwd=conftest.CHECKOUT, capture_output=True, text=True,
                        env={**os.environ, 'OMP_NUM_THREADS': '1'})
     one_line(q, f'{out}/replaced/ holds the run an interrupted --overwrite set aside')
     q = start_train(d, f'--out_dir={out}', '--init_from=resume', '--eval_only=True')
@@ -544,7 +557,7 @@ def torchrun(d, *args):
     import subprocess
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py',
            f'--data_dir={d}/data', *TINY, *args]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    return subprocess.Popen(cmd, cwd=conftest.CHECKOUT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'})
 
 
@@ -566,8 +579,8 @@ def test_torchrun_bad_data_is_one_line_and_sigterm_names_the_torchrun_command(wo
     p.wait(timeout=120)
     err = p.stderr.read()
     assert err.count('interrupted by SIGTERM') == 1, err
-    assert (f'continue with torchrun --standalone --nproc_per_node=2 train.py --init_from=resume '
-            f'--out_dir={d}/ddpterm') in err, err
+    assert f'continue with torchrun --standalone --nproc_per_node=2 train.py --data_dir={d}/data' in err, err
+    assert f'--init_from=resume --out_dir={d}/ddpterm' in err, err
     assert 'train.py' not in ''.join(ln for ln in err.splitlines() if ln.startswith('  File')), err
 
 
@@ -575,10 +588,10 @@ def test_digits_as_text_and_a_closed_pipe(workspace):
     import subprocess
     d = workspace
     p = subprocess.run([sys.executable, 'sample.py', f'--out_dir={d}/synrun', '--start=123', '--max_new_tokens=2'],
-                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+                       cwd=conftest.CHECKOUT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
     assert p.returncode == 0 and p.stdout.startswith('123'), p.stderr
     p = subprocess.run(f"{sys.executable} sample.py --out_dir={d}/synrun --num_samples=64 --max_new_tokens=64 | head -1",
-                       shell=True, cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+                       shell=True, cwd=conftest.CHECKOUT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
     assert 'Traceback' not in p.stderr and 'BrokenPipe' not in p.stderr, p.stderr
 
 
@@ -586,7 +599,7 @@ def test_compare_across_datasets_warns(workspace):
     import subprocess
     d = workspace
     p = subprocess.run([sys.executable, '-m', 'tools.eval', '--compare', f'{d}/run', f'{d}/synrun', f'--out={d}/cmp'],
-                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+                       cwd=conftest.CHECKOUT, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
     assert p.returncode == 0, p.stderr
     assert 'trained on different datasets (synthetic, tiny)' in p.stderr and '| dataset |' in p.stdout
 
@@ -774,7 +787,7 @@ def prepare_until_writing(text, out):
     import signal
     import subprocess
     p = subprocess.Popen([sys.executable, '-c', SLOW_PREPARE, 'mine', '--input', str(text), '--out_dir', str(out)],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=conftest.CHECKOUT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     assert p.stdout.readline() == 'WRITING\n'
     return p
@@ -933,7 +946,7 @@ def test_sample_and_eval_take_a_sigterm_as_a_ctrl_c(tools_workspace):
             (['sample.py', f'--out_dir={d}/run', '--num_samples=100000', '--max_new_tokens=8'], '-----', 'interrupted'),
             (['-m', 'tools.eval', f'--out_dir={d}/parcae', '--sweep=num_recur=1..60', f'--out={d}/sig'], 'num_recur',
              'interrupted (a sweep keeps the points')):
-        p = subprocess.Popen([sys.executable, *cmd], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        p = subprocess.Popen([sys.executable, *cmd], cwd=conftest.CHECKOUT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=env)
         interrupt_when(p, ready, signal.SIGTERM)
         one_line(types.SimpleNamespace(returncode=p.returncode, stderr=p.stderr.read()), say, code=130)
@@ -949,7 +962,7 @@ def test_stop_on_signals_runs_its_hook_then_stops_as_ctrl_c(tmp_path):
             "stop_on_signals(lambda: child.terminate())\n"
             "try:\n    print('ready', flush=True)\n    time.sleep(120)\n"
             "except KeyboardInterrupt as e:\n    print('stopped by', e, 'child', child.wait(timeout=30), flush=True)\n")
-    p = subprocess.Popen([sys.executable, '-c', code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, '-c', code], cwd=conftest.CHECKOUT, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == 'ready'
     p.send_signal(signal.SIGTERM)
     assert p.stdout.read().strip() == f'stopped by SIGTERM child {-signal.SIGTERM}'

@@ -9,7 +9,7 @@ import torch
 
 import models
 import run_folder
-from conftest import get_batch, read_log, run_script, train_script
+from conftest import copy_checkout, get_batch, make_char_dataset, read_log, run_pasted, run_script, train_script
 
 TINY = ['--dataset=tiny', '--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=8',
         '--eval_iters=2', '--log_interval=1', '--compile=False']
@@ -215,10 +215,19 @@ def test_torchrun_with_the_default_arguments(tmp_path):
     assert '2,048 tokens/iter (2 x 1 x 8 x 128)' in p.stdout and 'world 2' in p.stdout
     assert [e['iter'] for e in read_log(tmp_path / 'out', 'eval')] == [0, 2]
     # 3 sequences cannot be shared by 2 processes: one line, from rank 0 only, with what to pass
-    p = run_script(*ddp, f'--out_dir={tmp_path}/odd', '--batch_size=3', module=True, check=False, timeout=300)
+    p = run_script(*ddp, f'--out_dir={tmp_path}/odd', '--batch_size=3', '--max_iters=1', '--eval_iters=1', module=True,
+                   check=False, timeout=300)
     assert p.returncode != 0 and p.stderr.count('error: ') == 1, p.stderr
-    assert 'do not split over 2 processes: pass --gradient_accumulation_steps=2 (6 sequences) or --batch_size=2' in p.stderr
+    assert 'do not split over 2 processes: pass --gradient_accumulation_steps=2 (6 sequences)' in p.stderr
+    assert 'or --batch_size=2 (2 sequences)' in p.stderr
     assert not os.path.exists(tmp_path / 'odd')
+    # each value it proposes, pasted, is a command that runs
+    for after, per_iter in (('(6 sequences), ', '768 tokens/iter (2 x 1 x 3 x 128)'),
+                            ('(2 sequences), ', '256 tokens/iter (2 x 1 x 1 x 128)')):
+        p = run_pasted(p.stderr, after, timeout=300)
+        assert per_iter in p.stdout, p.stdout
+        run_script(*ddp, f'--out_dir={tmp_path}/odd', '--overwrite=True', '--batch_size=3', '--max_iters=1', module=True,
+                   check=False, timeout=300)
 
 
 def test_a_new_run_never_replaces_a_trained_one(char_data, run4, tmp_path):
@@ -261,6 +270,10 @@ def test_bad_inputs_give_one_clear_line(char_data, tmp_path):
         (['--dataset=missing'], 'prepare the data first (python prepare_data.py missing --input FILE)'),
         (['--model=transformerx'], "unknown model 'transformerx'"),
         (['--init_from=resume', f'--out_dir={tmp_path}/none'], "no checkpoint at"),
+        (['--seed=100000000000000000000000'], 'seed must be an integer from 0 to 2**63 - 1'),
+        (['--dataset='], "dataset must be the name of a folder in data_dir (letters, digits, _ . -, not starting "
+                         "with .), got ''"),
+        (['--dataset=../../../etc'], "dataset must be the name of a folder in data_dir"),
     ]
     for args, msg in cases:
         p = run_script('train.py', f'--data_dir={char_data}', '--dataset=tiny', *args, check=False)
@@ -295,9 +308,13 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(char_data, tmp_path):
     p = train(char_data, out, '--max_iters=10', '--eval_interval=2', '--learning_rate=1e30', '--warmup_iters=0',
               '--schedule=constant', '--grad_clip=0.0', check=False)
     assert p.returncode == 2 and ('not finite' in p.stderr or 'training loss is' in p.stderr), p.stderr
-    assert f'--init_from={out} --out_dir=NEW' in p.stderr
     ckpt = torch.load(out / 'ckpt.pt', weights_only=False)
     assert all(torch.isfinite(v).all() for v in ckpt['model'].values())
+    # the command it prints starts a new run from those weights, with the run's settings at a tenth of the rate
+    assert f'--init_from={out} --out_dir={out}-new' in p.stderr
+    run_pasted(p.stderr, 'with a lower learning_rate', check=False)
+    again = json.load(open(f'{out}-new/config.json'))
+    assert again['learning_rate'] == 1e29 and again['init_from'] == str(out) and again['n_embd'] == 32
 
 
 @pytest.mark.slow   # inductor codegen, 40 s; test_compile.py's test_graphs_bounded[gpt_140m] runs train.py with compile=True
@@ -374,3 +391,74 @@ def test_causal_false_trains_and_evaluates_at_the_holes_only(char_data, tmp_path
     none = m(x, T.hole_targets(y, torch.zeros_like(holes)), causal=False)[1]   # no hole: a finite step that adds nothing
     none.backward()
     assert none.item() == 0.0 and all(p.grad is None or not p.grad.any() for p in m.parameters())
+
+
+# ----------------------------------------------------------------------------- the quick start, and the hints pasted
+def test_the_readmes_two_commands_in_order(char_data, tmp_path):
+    # python train.py fills the checkout's out/; a later command into that out/ with a typo'd
+    # --dataset hears of the dataset (a settings check comes before out_dir's), and the trained run's
+    # hints, pasted, continue it or replace it
+    here = copy_checkout(tmp_path / 'checkout')
+    assert not os.path.exists(os.path.join(here, 'results', 'runs'))
+    run_script('train.py', '--max_iters=2', '--eval_iters=2', cwd=here)
+    assert os.path.isfile(os.path.join(here, 'out', 'ckpt.pt'))
+    p = run_script('train.py', f'--data_dir={char_data}', '--dataset=tiny', '--dataset=missing', check=False, cwd=here)
+    assert p.returncode == 2 and 'prepare the data first (python prepare_data.py missing --input FILE)' in p.stderr, p.stderr
+    p = run_script('train.py', '--max_iters=2', '--eval_iters=2', check=False, cwd=here)
+    assert p.returncode == 2 and 'holds a trained run' in p.stderr, p.stderr
+    assert 'step 2:' in run_pasted(p.stderr, 'continue it with', cwd=here).stdout
+    assert 'iter 0:' in run_pasted(p.stderr, 'replace it (and its log) with', cwd=here).stdout
+
+
+def test_the_commands_a_refusal_prints_run_when_pasted(char_data, run4, tmp_path):
+    out = copy_of(run4, tmp_path)
+    for args, after, says in [
+        (['--eval_only=True'], 'to evaluate it:', 'step 4: train loss'),
+        (['--init_from=resume', '--batch_size=4', '--max_iters=5'], 'continue it as it was:', 'iter 4:'),
+        (['--init_from=resume', '--max_iters=2'], 'or evaluate it:', 'step 5: train loss'),
+        (['--init_from=resume', f'--out_dir={tmp_path}/none', '--max_iters=1'], 'a new run:', 'iter 0:'),
+    ]:
+        p = train(char_data, out, *args, check=False)
+        assert p.returncode == 2 and after in p.stderr, (args, p.stderr)
+        assert says in run_pasted(p.stderr, after).stdout, args
+
+
+def test_a_resume_on_changed_data_prints_a_new_run_that_runs(tmp_path):
+    # prepared anew with the same characters: the resume refuses, and a new run from its weights
+    # on the new data needs the run's model, data and vocabulary, all of which the command names
+    data = make_char_dataset(str(tmp_path / 'data'))
+    out = tmp_path / 'p'
+    common = [f'--data_dir={data}', '--dataset=tiny', '--model=parcae', '--n_embd=32', '--n_head=2', '--block_size=32',
+              '--batch_size=4', '--eval_iters=1', '--compile=False', f'--out_dir={out}']
+    run_script('train.py', *common, '--max_iters=2', '--p_fill=0.5')
+    make_char_dataset(data, n_chars=30_000, seed=3)
+    p = run_script('train.py', f'--out_dir={out}', f'--data_dir={data}', '--init_from=resume', '--max_iters=4', check=False)
+    assert p.returncode == 2 and 'is not what the checkpoint trained on' in p.stderr, p.stderr
+    p = run_pasted(p.stderr, 'on this data:')
+    assert f'{out}-new/ckpt.pt holds iter 4' in p.stdout
+
+
+def test_a_resume_at_a_world_size_its_batch_does_not_split_over_names_those_it_does(char_data, tmp_path):
+    out = tmp_path / 'b3'
+    train(char_data, out, '--batch_size=3', '--max_iters=2', '--eval_interval=2')
+    ddp = ('torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py')
+    p = run_script(*ddp, f'--data_dir={char_data}', f'--out_dir={out}', '--init_from=resume', '--max_iters=4', module=True,
+                   check=False, timeout=300)
+    assert p.returncode != 0 and 'continues at 1 or 3 processes, as it ran:' in p.stderr, p.stderr
+    p = run_pasted(p.stderr, 'as it ran:')
+    assert f'{out}/ckpt.pt holds iter 4' in p.stdout     # with this command's --max_iters
+
+
+def test_a_resume_of_a_model_that_draws_per_process_prints_its_own_world(char_data, tmp_path):
+    # Parcae draws its depth per process: trained by 2, resumed by 1 with --max_iters=4; the hint is
+    # torchrun with 2 and that --max_iters
+    out = tmp_path / 'p2'
+    common = [f'--data_dir={char_data}', '--dataset=tiny', '--model=parcae', '--n_embd=32', '--n_head=2', '--block_size=32',
+              '--batch_size=4', '--eval_iters=1', '--compile=False', f'--out_dir={out}']
+    run_script('torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py', *common, '--max_iters=2',
+               module=True, timeout=300)
+    p = run_script('train.py', f'--data_dir={char_data}', f'--out_dir={out}', '--init_from=resume', '--max_iters=4',
+                   check=False)
+    assert p.returncode == 2 and 'resume it as it ran: torchrun --standalone --nproc_per_node=2' in p.stderr, p.stderr
+    p = run_pasted(p.stderr, 'resume it as it ran:')
+    assert f'{out}/ckpt.pt holds iter 4' in p.stdout
