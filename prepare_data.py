@@ -558,10 +558,8 @@ def _check_owned(dest):
 
 
 def _remove_stale(parent, name, quiet):
-    """The work folders an earlier prepare of this dataset left when it was killed outright (kill -9,
-    a lost node): .NAME.new<pid>@<host> is removed once that process is gone from this host; a
-    .NAME.old<pid>@<host> is the previous dataset, put back when dest is missing (a kill between
-    the two renames of the swap). Another host's folders are left: that host may be writing them."""
+    """What a prepare killed outright (kill -9, a lost node) left: its .NAME.new<pid>@<host> is removed, its
+    .NAME.old<pid>@<host> (the previous dataset) put back if dest is missing; another host's are left."""
     host, dest = socket.gethostname(), os.path.join(parent, name)
     for entry in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
         m = re.fullmatch(rf'\.{re.escape(name)}\.(new|old)(\d+)(?:@(.+))?', entry)
@@ -615,10 +613,8 @@ def _write_ids(f, chunks, cap, bar):
 
 
 def _write(dest, tokens, answers, meta, quiet, cap=None):
-    """The dataset in a new folder beside dest (.NAME.new<pid>@<host>), meta.json last, then swapped in
-    for dest whole: a failure, Ctrl-C or SIGTERM part-way leaves the previous dataset as it was, and a
-    reader that holds the previous files open keeps reading them (they are renamed and unlinked, never
-    written). tokens: split -> iterator of uint16 arrays; cap: train.bin stops after this many tokens."""
+    """The dataset (split -> uint16 arrays; train.bin stops at cap) in .NAME.new<pid>@<host>, meta.json last, then
+    swapped in whole: a failure or a signal leaves the previous one as it was, open files of it readable."""
     parent, name = os.path.split(os.path.realpath(dest))   # a linked folder is replaced where it lives
     dest = os.path.join(parent, name)
     _remove_stale(parent, name, quiet)
@@ -662,9 +658,8 @@ NANOGPT_VOCAB = 50304   # GPT-2's 50257 tokens padded to a multiple of 64, as na
 
 
 def read_meta(cfg):
-    """The dataset's meta (None when data/<dataset> holds no data): its meta.json, else one of nanoGPT's
-    layouts, named by meta['layout']: a meta.pkl (its char datasets: vocab_size, itos, stoi) or no meta
-    file beside train.bin (its GPT-2 BPE datasets, vocab 50304)."""
+    """The dataset's meta (None: no data there): its meta.json, else nanoGPT's layout, named in meta['layout']:
+    a meta.pkl (its char datasets) or no meta file beside train.bin (its GPT-2 BPE datasets, vocab 50304)."""
     folder = os.path.join(cfg['data_dir'], cfg['dataset'])
     path, pkl = os.path.join(folder, 'meta.json'), os.path.join(folder, 'meta.pkl')
     if os.path.isfile(path):
@@ -723,32 +718,29 @@ def tokenizer_problem(meta):
 
 
 def check_tokens(path, min_tokens, vocab_size=None, data=None):
-    """A .bin stream of uint16 token ids: whole tokens, at least min_tokens of them, and (vocab_size
-    given) every id below it, in one pass. data: the stream as the caller opened it (its memmap), checked
-    instead of the file now at path."""
+    """A .bin stream (data: the caller's memmap of it) holds whole uint16 tokens, at least min_tokens, each
+    below vocab_size (when given)."""
     size = data.nbytes if data is not None else os.path.getsize(path)
     if size == 0 or size % 2:
         raise ConfigError(f"{path} holds {size} bytes, not a whole positive number of uint16 tokens (2 bytes each): "
                           f"prepare the data again")
     if size // 2 < min_tokens:
         raise ConfigError(f"{path} holds {size // 2} tokens, fewer than the {min_tokens} needed; lower --block_size")
-    if vocab_size is not None and (top := int(np.max(data if data is not None else np.memmap(path, dtype=np.uint16,
-                                                                                             mode='r')))) >= vocab_size:
+    data = np.memmap(path, dtype=np.uint16, mode='r') if data is None and vocab_size is not None else data
+    if vocab_size is not None and (top := int(np.max(data))) >= vocab_size:
         raise ConfigError(f"{path} holds token id {top}, outside the vocabulary of {vocab_size} "
                           f"(meta.json's vocab_size or --vocab_size); prepare the data again")
 
 
 def stream_record(f):
-    """What tells a .bin stream from another cheaply, from its open file: its bytes and the sha256 of its
-    first MiB."""
+    """What tells a .bin stream (an open file) from another cheaply: its bytes, the sha256 of its first MiB."""
     size = os.fstat(f.fileno()).st_size
     f.seek(0)
     return {'bytes': size, 'head': hashlib.sha256(f.read(2 ** 20)).hexdigest()}
 
 
 def data_record(cfg, meta, streams):
-    """What a checkpoint records of the data it trained on: each stream's stream_record (streams: name ->
-    record), the vocabulary, and the sha256 of the dataset's meta.json."""
+    """What a checkpoint records of its data: streams (name -> stream_record), vocab_size, meta.json's sha256."""
     path = os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json')
     digest = hashlib.sha256(open(path, 'rb').read()).hexdigest() if os.path.isfile(path) else None
     return {**streams, 'vocab_size': meta['vocab_size'], 'meta.json': digest}
@@ -771,10 +763,8 @@ def check_data(then, now, where, hint):
 
 
 def example_starts(path, newline, T, data=None):
-    """Where a window of T + 1 tokens may start in a synthetic stream so that it holds a whole example
-    (loss_on='answers': the answer with all it depends on): 0 and every position after a newline, up to
-    the last full window. newline: the tokenizer's ids of '\\n' (one id); data: the stream as the caller
-    opened it (its memmap), else the file at path."""
+    """Where a window of T + 1 tokens holding whole examples (loss_on='answers') may start in a battery stream: 0
+    and after each newline (newline: the ids of '\\n', one), to the last full window; data: the caller's memmap."""
     marks = path[:-4] + '_answers.bin'
     if not os.path.isfile(marks) or len(newline) != 1:
         raise ConfigError(f"loss_on='answers' needs {marks}, the answer marks of a synthetic dataset "

@@ -586,3 +586,18 @@ def test_a_folder_name_of_another_tokenizer_is_refused(tmp_path):
         P.prepare('shakespeare_byte', input=str(tmp_path / 'in.txt'), out_dir=str(tmp_path), quiet=True)
     assert P.prepare_command('fineweb_edu_gpt2_32768') == 'python prepare_data.py fineweb_edu --tokenizer gpt2 --vocab 32768'
     assert P.prepare_command('mine') == 'python prepare_data.py mine --input FILE'
+
+
+def test_a_dataset_name_must_be_a_plain_folder_name(tmp_path):
+    (tmp_path / 'in.txt').write_text(TEXT)
+    up = '/'.join(['..'] * 3 + ['etc'])    # a path out of data/
+    for bad in ('', up, 'a/b', '.hidden', None):
+        with pytest.raises(P.DataError, match='must be a plain folder name: letters, digits, _ . -'):
+            P.check_name(bad)
+    assert isinstance(P.DataError('x'), P.ConfigError)      # train.py reports it as one of its own mistakes
+    for name in ('mine', 'shakespeare_char', 'fineweb_edu_gpt2_32768', 'v1.2-x'):
+        P.check_name(name)
+    assert_clean_error(cli(up, '--input', tmp_path / 'in.txt', '--out_dir', tmp_path / 'data'),
+                       f"dataset name '{up}' must be a plain folder name")
+    assert_clean_error(cli('', '--out_dir', tmp_path / 'data'), "dataset name '' must be a plain folder name")
+    assert sorted(os.listdir(tmp_path)) == ['in.txt']     # nothing written anywhere
