@@ -135,7 +135,8 @@ def write(lab, paper, rows, fig, extra, seeds):
              f"{PAPERS[paper].get('data', 'Tiny Shakespeare characters')}, whole validation stream (tools/eval.py "
              f"--stream=True), seeds {', '.join(map(str, rows[0].get('seeds', [])))} (the per-seed column lists each run's, in "
              f"that order). Command: "
-             f"`python -m tools.results {paper}`; each run's config, log and readings: results/runs/{paper}*/.", '',
+             f"`python -m tools.results {paper}`; each run's record (config, command, readings, val curve): "
+             f"results/runs/{paper}.jsonl.", '',
              f"| run | model | {PAPERS[paper].get('metric', 'val loss')} (mean +- sd) | per seed | train wall time |",
              '|---|---|---|---|---|']
     for r in rows:

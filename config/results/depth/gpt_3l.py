@@ -1,4 +1,4 @@
-# The depth task's gate (tools/results.py depth): a 3-layer GPT should fall behind a 6-layer one from
+# The depth task's gate (tools.results depth): a 3-layer GPT should fall behind a 6-layer one from
 # k = 3 on if depth is the bottleneck; only then do the looped models' depth sweeps mean anything.
 base = 'recipe.py'
 out_dir = 'out-results/depth/gpt_3l'

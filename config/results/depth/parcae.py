@@ -1,4 +1,4 @@
-# The depth task's Parcae (tools/results.py depth, once the gate holds): the GPT 3L's width and one layer
+# The depth task's Parcae (tools.results depth, once the gate holds): the GPT 3L's width and one layer
 # each of prelude, looped block and coda, looped mean_recurrence = 4 times in training (1 + 4 + 1 layers
 # applied, the GPT 6L's depth); read at num_recur 1 ... 8 against Parcae mu=1 (trained with the loop run once).
 base = 'recipe.py'

@@ -1,4 +1,4 @@
-# The depth task's recipe (tools/results.py depth), shared by the gate's GPTs and the looped models: the
+# The depth task's recipe (tools.results depth), shared by the gate's GPTs and the looped models: the
 # answer is k pointer lookups away (battery.py's hops, loss on the answer only).
 #   python prepare_data.py hops && python train.py config/results/depth/gpt_3l.py
 out_dir = 'out-results/depth/recipe'

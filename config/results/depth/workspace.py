@@ -1,4 +1,4 @@
-# The depth task's causal workspace (tools/results.py depth, once the gate holds): one shared block of the GPT
+# The depth task's causal workspace (tools.results depth, once the gate holds): one shared block of the GPT
 # 3L's width applied n_rounds = 6 times in training (the GPT 6L's depth); read at rounds 1 ... 8 against the
 # same model trained at one round.
 base = 'recipe.py'

@@ -1,5 +1,5 @@
-# tools/results.py fon: the 4-layer GPT of cpu_fon's recipe, d_ff 600 for 891,904 (FON paper Sec. 4.3's
-# position controls; results.py passes --pos: a learned table of 8 x 128 rows adds 131,072, RoPE, ALiBi).
+# tools.results fon: the 4-layer GPT of cpu_fon's recipe, d_ff 600 for 891,904 (FON paper Sec. 4.3's
+# position controls; tools/results passes --pos: a learned table of 8 x 128 rows adds 131,072, RoPE, ALiBi).
 base = '../../recipe/shakespeare_char.py'
 out_dir = 'out-results/fon/gpt'
 eval_interval = 100

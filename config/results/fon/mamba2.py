@@ -1,4 +1,4 @@
-# tools/results.py fon: Mamba2 (baselines.Mamba2, chunked SSD) matched to config/cpu_fon.py in parameters and
+# tools.results fon: Mamba2 (baselines.Mamba2, chunked SSD) matched to config/cpu_fon.py in parameters and
 # FLOPs (880,608 vs 891,908; 6.92M vs 6.91M FLOPs per token at 128): the FON paper's headline control (Table 2).
 base = '../../recipe/shakespeare_char.py'
 out_dir = 'out-results/fon/mamba2'

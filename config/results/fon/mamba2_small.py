@@ -1,4 +1,4 @@
-# tools/results.py fon, the second size: config/results/fon/mamba2.py at FON's small width (d 64), trained as
+# tools.results fon, the second size: config/results/fon/mamba2.py at FON's small width (d 64), trained as
 # config/results/fon/fon_small.py.
 base = 'mamba2.py'
 out_dir = 'out-results/fon/mamba2_small'

@@ -1,4 +1,4 @@
-# tools/results.py parcae: the parameter-matched GPT (Parcae paper Table 18's baselines: scaled-zero init, RoPE,
+# tools.results parcae: the parameter-matched GPT (Parcae paper Table 18's baselines: scaled-zero init, RoPE,
 # RMS norm, ReLU^2, value embeddings), 6 layers with d_ff 534 for 1,248,768, on parcae.py's recipe (Adam, Table 2;
 # followed by muon.py: Table 21's).
 base = '../../recipe/shakespeare_char.py'

@@ -1,7 +1,7 @@
-# tools/results.py parcae: the Parcae paper's own recipe (Table 21, Section Q.2: the nanochat setup's two groups,
+# tools.results parcae: the Parcae paper's own recipe (Table 21, Section Q.2: the nanochat setup's two groups,
 # Muon for the hidden matrices, AdamW for the rest) for Parcae and the GPT alike, after their model config:
 #   python train.py config/results/parcae/gpt.py config/results/parcae/muon.py --learning_rate=8e-3
-# Not a model. One learning rate for both groups (the paper's best for both is 8e-3); results.py sweeps it.
+# Not a model. One learning rate for both groups (the paper's best for both is 8e-3); the lab sweeps it.
 out_dir = 'out-results/parcae/muon'
 optimizer = 'muon'
 muon_variant = 'parcae'      # Section Q.2: Polar Express, factored variance reduction, cautious weight decay

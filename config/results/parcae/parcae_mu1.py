@@ -1,4 +1,4 @@
-# tools/results.py parcae: Parcae at fixed depth 1 (the paper's mu_rec = 1 control): parcae.py's model and
+# tools.results parcae: Parcae at fixed depth 1 (the paper's mu_rec = 1 control): parcae.py's model and
 # schedule, the loop run once in training and eval, so P, R and C make a 6-layer model with the injection in the
 # middle.
 base = '../../cpu_parcae.py'

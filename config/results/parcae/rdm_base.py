@@ -1,4 +1,4 @@
-# tools/results.py parcae: the base RDM of Parcae paper Table 2: rdm.py without residual normalisation, pre-norm
+# tools.results parcae: the base RDM of Parcae paper Table 2: rdm.py without residual normalisation, pre-norm
 # blocks instead of the sandwich (norm before and after each sublayer); tests/test_results.py checks that the two
 # differ in nothing else.
 base = '../../cpu_parcae.py'

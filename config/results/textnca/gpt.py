@@ -1,6 +1,6 @@
-# tools/results.py textnca: the paper's Transformer-6L (config/textnca/tf_6l.py: learned positions, LayerNorm,
+# tools.results textnca: the paper's Transformer-6L (config/textnca/tf_6l.py: learned positions, LayerNorm,
 # GELU, biases, tied head) at the TextNCA run's width (d 96) and recipe (config/results/textnca/textnca.py).
-# results.py passes --windows for SWin-TF-Staged and SWin-TF-6L, and --n_embd=84 for the parameter-matched row.
+# the lab passes --windows for SWin-TF-Staged and SWin-TF-6L, and --n_embd=84 for the parameter-matched row.
 base = '../../recipe/shakespeare_char.py'
 out_dir = 'out-results/textnca/gpt'
 eval_interval = 100

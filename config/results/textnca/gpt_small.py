@@ -1,4 +1,4 @@
-# tools/results.py textnca, the second size: config/results/textnca/gpt.py at TextNCA's small width (d 48),
+# tools.results textnca, the second size: config/results/textnca/gpt.py at TextNCA's small width (d 48),
 # trained as config/results/textnca/small.py.
 base = 'gpt.py'
 out_dir = 'out-results/textnca/gpt_small'

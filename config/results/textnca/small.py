@@ -1,4 +1,4 @@
-# tools/results.py textnca, the second size: config/results/textnca/textnca.py (block 128, windows (2, 8, 32),
+# tools.results textnca, the second size: config/results/textnca/textnca.py (block 128, windows (2, 8, 32),
 # Ts 4) at half the width (d 48), trained for 4,500 iterations (3.5M tokens): 20-27 tokens per non-embedding
 # parameter (the GPTs, TextNCA), the papers' regime.
 base = '../../cpu_textnca.py'

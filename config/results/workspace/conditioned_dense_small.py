@@ -1,4 +1,4 @@
-# tools/results.py workspace, the second size: conditioned_dense.py at 3/8 of the width (d 84, 7 heads of 12),
+# tools.results workspace, the second size: conditioned_dense.py at 3/8 of the width (d 84, 7 heads of 12),
 # d_ff 275 the integer nearest workspace_small.py's count (152,147 against 152,229), trained as workspace_small.py.
 base = ('../../workspace_small.py', '../../recipe/shakespeare_byte.py')   # as conditioned_dense.py
 variant = 'conditioned_dense'

@@ -1,4 +1,4 @@
-# tools/results.py workspace, the second size: shared_loop.py at 3/8 of the width (d 96, 8 heads of 12), d_ff 273
+# tools.results workspace, the second size: shared_loop.py at 3/8 of the width (d 96, 8 heads of 12), d_ff 273
 # the integer nearest workspace_small.py's count (152,241 against 152,229), trained as workspace_small.py.
 base = ('../../workspace_small.py', '../../recipe/shakespeare_byte.py')   # as shared_loop.py
 variant = 'shared_loop'
