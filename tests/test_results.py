@@ -1194,7 +1194,7 @@ def test_a_run_started_from_a_recorded_one_trains_that_one_again_first(lab, same
 
 
 @pytest.mark.parametrize('paper', list(lab_spec.PAPERS))
-def test_the_committed_tables_rebuild_from_the_records_byte_for_byte(paper, tmp_path, monkeypatch):
+def test_the_committed_tables_rebuild_from_the_records_byte_for_byte(paper, tmp_path, monkeypatch, capsys):
     # results/<paper>.md and .json are what the records give, to the byte, trained and read nothing (--rebuild);
     # a record changed, lost or left out fails here. Parcae's table predates the records: its rebuild stops at
     # the first run without one, in one line
@@ -1205,7 +1205,8 @@ def test_the_committed_tables_rebuild_from_the_records_byte_for_byte(paper, tmp_
         assert paper == 'parcae'
         with pytest.raises(SystemExit) as e:
             cli.run(paper, lab_spec.PAPERS[paper]['seeds'], lab)
-        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and len(err.splitlines()) == 1 and 'has no record of this run: --rebuild' in err
         return
     cli.run(paper, lab_spec.PAPERS[paper]['seeds'], lab)
     tables.plt.close('all')

@@ -13,7 +13,7 @@ from tools.results.depth import depth
 from tools.results.fon import fon
 from tools.results.parcae import parcae
 from tools.results.pool import ROOT, fail
-from tools.results.runner import Lab, Options
+from tools.results.runner import Lab, Options, Unrecorded
 from tools.results.spec import PAPERS
 from tools.results.tables import write
 from tools.results.textnca import textnca
@@ -28,10 +28,13 @@ VALUED = ('--seeds', '--iters', '--jobs')
 
 def parse(argv):
     """(paper, seeds, Options) from the command line; a bad one is one line naming what is accepted."""
-    usage = f"usage: python -m tools.results {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N] [--jobs=N] [--fresh] [--rebuild]"
-    bad = [a for a in argv if a.startswith('-') and a not in FLAGS and (a.split('=', 1)[0] not in VALUED or '=' not in a)]
+    usage = (f"usage: python -m tools.results {{{'|'.join(PAPERS)}}} [--seeds=N] [--iters=N] [--jobs=N] [--fresh] "
+             "[--rebuild]")
+    bad = [a for a in argv if a.startswith('-') and a not in FLAGS
+           and (a.split('=', 1)[0] not in VALUED or '=' not in a)]
     if bad:
-        fail((f"{bad[0]} takes a value: {bad[0]}=N" if bad[0] in VALUED else f"unknown option {bad[0]!r}") + f" ({usage})")
+        fail((f"{bad[0]} takes a value: {bad[0]}=N" if bad[0] in VALUED else f"unknown option {bad[0]!r}")
+             + f" ({usage})")
     opts = dict(a[2:].split('=', 1) for a in argv if a.startswith('--') and a not in FLAGS)
     papers = [a for a in argv if not a.startswith('-')]
     if len(papers) != 1 or papers[0] not in PAPERS:
@@ -63,6 +66,8 @@ def run(paper, seeds, lab):
         print(f"interrupted: finished runs stay in {os.path.dirname(lab.run_dir(paper, 'x', 0))}/ "
               f"and the same command resumes the rest", file=sys.stderr)
         sys.exit(130)
+    except Unrecorded as e:     # the first, once: the other threads stopped at it
+        fail(str(e))
     except subprocess.CalledProcessError as e:   # the run's own error line is above this one
         fail(f"{' '.join(e.cmd[1:3])} ... stopped (exit {e.returncode}); the same command resumes from the runs "
              f"that finished once that is mended")

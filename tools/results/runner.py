@@ -14,6 +14,10 @@ from tools.results.records import Records, paper_of, read_folder, write_folder
 from tools.results.spec import PAPERS
 
 
+class Unrecorded(Exception):
+    """A run or reading that --rebuild would need to train or read."""
+
+
 @dataclass
 class Options:
     jobs: int = 2          # train.py runs at once, one thread each (--jobs)
@@ -99,9 +103,10 @@ class Lab(Pool):
         write_folder(rec, out, write_text)
 
     def refuse(self, out, what):
+        """Under --rebuild, what would train or read a run raises Unrecorded (main() says it in one line)."""
         if self.opts.rebuild:
-            fail(f"{out} has no record {what}: --rebuild reads the records only (without it the command trains "
-                 "and reads what they lack)")
+            raise Unrecorded(f"{out} has no record {what}: --rebuild reads the records only (without it the "
+                             "command trains and reads what they lack)")
 
     def ensure_ckpt(self, out):
         """The checkpoint of a restored run, which a fine-tune, a later stage or a new reading needs: the run
