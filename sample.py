@@ -308,7 +308,7 @@ def check_depth(knobs, max_depth):
                               f"pass --max_depth={knobs[k]} to run it anyway")
 
 
-SEED_MAX = 2 ** 64 - 1   # torch.Generator.manual_seed's largest seed
+SEED_MAX = 2 ** 63 - 1   # every script's seed range (train.py seeds seed + rank; manual_seed takes 64 bits)
 
 
 def check_args(args):
@@ -323,7 +323,7 @@ def check_args(args):
         if args[k] < 0:
             raise ConfigError(f"{k} must be >= 0, got {args[k]!r}")
     if not 0 <= args['seed'] <= SEED_MAX:
-        raise ConfigError(f"seed must be an integer from 0 to 2**64 - 1 ({SEED_MAX}), got {args['seed']}")
+        raise ConfigError(f"seed must be an integer from 0 to 2**63 - 1 = {SEED_MAX}, got {args['seed']}")
     if not args['mask']:
         raise ConfigError("mask must be a non-empty marker such as [MASK]")
     if args['dtype'] not in ('auto', 'float32', 'bfloat16', 'float16'):
@@ -498,7 +498,7 @@ def read_candidates(text, encode, mask_id):
 
 
 def print_ranked(scored, parts, how):
-    print(f"candidates ranked by {how} (higher is better), best first:")
+    print(f"candidates ranked by {how}; higher is better, best first:")
     for score, span in scored:
         print(f"{score:9.4f}  {parts[0]}{span}{parts[1]}")
         print('---------------')
@@ -528,11 +528,14 @@ def infill(model, ckpt, meta, encode, decode, start, args, g, knobs):
         return
     if args['candidates']:
         spans = read_candidates(args['candidates'], encode, mask_id)
+        if not parts[1]:
+            note_once("note: nothing follows the marker, so nothing scores where a candidate ends ('4' against "
+                      "'46'): end --start with the text that follows it (the battery's lines end with a newline)")
     else:
         spans = draw_spans(model, encode, parts[0], args, g, knobs)
     print_ranked(infill_causal(model, encode, decode, parts[0], parts[1], spans, args, knobs), parts,
-                 "mean log-likelihood per character of the span and the text after the marker, after the text "
-                 "before it (causal)")
+                 "mean log-likelihood per character of the span and the text after the marker, given the text "
+                 "before it (a causal reading)")
 
 
 def interrupted(e):
