@@ -21,7 +21,6 @@ import ast
 import difflib
 import math
 import os
-import re
 import sys
 import time
 import types
@@ -132,6 +131,8 @@ def check(given, known):
     origin, raw = getattr(given, 'origin', {}), getattr(given, 'raw', {})
     for key, val in list(given.items()):
         where = f" in {origin[key]}" if key in origin else ""
+        if key in REMOVED and key not in known:
+            raise ConfigError(f"config key '{key}'{where} was removed: {REMOVED[key]}")
         if key not in known:
             close = difflib.get_close_matches(key, list(known), n=3)
             hint = f" (did you mean: {', '.join(close)}?)" if close else f" (known keys: {', '.join(sorted(known))})"
@@ -162,6 +163,9 @@ def check(given, known):
     return given
 
 
+REMOVED = {  # keys no config used any more: what stands in their place
+    'muon_beta2': "muon_variant='parcae' decays its second moment at ParcaeMuon's own 0.95 (Parcae Q.2)",
+}
 MAX_SEED = 2 ** 63 - 1   # every script's seed: torch.manual_seed(seed + rank) overflows past 2**64 - 1
 
 RANGES = {  # a kind of value: (its test, what is accepted)
@@ -221,10 +225,6 @@ def check_settings(cfg):
         raise ConfigError(f"mask_id must be None or a token id >= 0, got {cfg['mask_id']!r}")
     if not cfg['out_dir']:
         raise ConfigError("out_dir must name a folder, got ''")
-    for k in ('dataset', 'synth_dataset'):    # a folder in data_dir, as prepare_data.py names it
-        if not re.fullmatch(r'[A-Za-z0-9_-][A-Za-z0-9_.-]*', cfg[k]):
-            raise ConfigError(f"{k} must be the name of a folder in data_dir (letters, digits, _ . -, not starting "
-                              f"with .), got {cfg[k]!r}")
     if not cfg['causal']:    # a BERT-style encoder: full attention, trained at holes only
         if cfg['model'] != 'gpt':
             raise ConfigError(f"causal=False needs model 'gpt' (full attention; the {cfg['model']} model has no "

@@ -540,21 +540,3 @@ class FON(nn.Module):
         state['pos'] += 1
         return self.lm_head(self.ln_f(h)), state
 
-
-# ----------------------------------------------------------------------------- hole fine-tuning's holes (section 4)
-def make_holes(x, y, mask_id, g, p_fill, hole_stride=8, p_hole=0.15, answers=None):
-    """The paper's two kinds of holes on a holed sequence (each with probability p_fill): in a
-    sequence with a synthetic task's answer spans (answers (B, T) bool), every answer span is a
-    hole (task-given); in one without, stride-8 self-holing: positions p % hole_stride == 0 are
-    holes with probability p_hole. A hole's token never enters the input (mask_id); the target at
-    a hole is that token itself; every other target stays the next token."""
-    B, T = x.shape
-    holed = torch.rand(B, 1, generator=g) < p_fill
-    on_stride = (torch.arange(T) % hole_stride == 0)[None, :]
-    holes = holed & on_stride & (torch.rand(B, T, generator=g) < p_hole)
-    if answers is not None:
-        task = answers.any(1, keepdim=True)
-        holes = torch.where(task, holed & answers, holes)
-    y = torch.where(holes, x, y)
-    x = x.masked_fill(holes, mask_id)
-    return x, y, holes

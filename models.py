@@ -1,9 +1,11 @@
 """
 The models and what train.py, sample.py and the tools share about them: the dict of model
-classes, building one from a config, its runtime knobs, the device and dtype it runs on, the MFU
-denominator, and the peak memory of a training step.
+classes, building one from a config, the optimizer classes a recipe names, its runtime knobs, the
+device and dtype it runs on, the MFU denominator, the peak memory of a training step (and the
+dry run that prints it), and the CPU threads of a run.
 """
 import dataclasses
+import os
 import time
 import weakref
 from contextlib import nullcontext
@@ -14,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from baselines import GPT, GPTConfig, Mamba2, Mamba2Config
 from configurator import ConfigError
 from fon import FON, FONConfig
-from parcae import Parcae, ParcaeConfig
+from parcae import Parcae, ParcaeConfig, ParcaeMuon, StableAdamW
 from textnca import TextNCA, TextNCAConfig
 from workspace import Workspace, WorkspaceConfig
 
@@ -25,6 +27,14 @@ MODELS = {  # model = 'parcae' picks one: (model class, config class)
     'textnca': (TextNCA, TextNCAConfig),
     'fon': (FON, FONConfig),
     'workspace': (Workspace, WorkspaceConfig),
+}
+
+
+OPTIMIZERS = {  # the optimizer classes a recipe names (train.py's configure_optimizers builds them)
+    'adamw': torch.optim.AdamW,
+    'stable_adamw': StableAdamW,     # AdamW with update clipping or atan2: the RDM recipe (Parcae Q.1)
+    'muon': torch.optim.Muon,
+    'parcae_muon': ParcaeMuon,       # Muon with a factored second moment (Parcae Q.2)
 }
 
 
@@ -362,3 +372,80 @@ def estimate_memory(cfg, micro_batch, accum, configure_optimizers, device_type='
            'phase': mem.peak_phase, 'dtype': dtype or torch.float32}
     out['total'] = out['weights'] + out['optimizer'] + mem.peak
     return out
+
+
+# ----------------------------------------------------------------------------- the machine, and a dry run
+def idle_cores(cores, read=lambda: open('/proc/stat').read(), wait=0.2):
+    """How many of the given cores (cpu ids) sat idle over the next `wait` seconds, read from the
+    per-core times in /proc/stat (idle and iowait over all). This process sleeps meanwhile, so it
+    does not count itself. None where there is no /proc/stat."""
+    def times():
+        rows = {}
+        for line in read().splitlines():
+            name, *ticks = line.split()
+            if name.startswith('cpu') and name[3:].isdigit() and int(name[3:]) in cores:
+                rows[int(name[3:])] = [int(t) for t in ticks[:8]]
+        return rows
+    try:
+        before = times()
+        time.sleep(wait)
+        after = times()
+    except (OSError, ValueError):
+        return None
+    idle = 0.0
+    for c in before.keys() & after.keys():
+        d = [b - a for a, b in zip(before[c], after[c])]
+        idle += (d[3] + d[4]) / sum(d) if sum(d) > 0 else 1.0
+    return idle if before.keys() & after.keys() else None
+
+
+def cpu_threads(read=lambda: open('/proc/stat').read(), wait=0.2):
+    """Sets the threads of a CPU run to the cores idle right now (at least one, shared among
+    torchrun's ranks), because threads that compete with other jobs for a core slow torch many
+    times over (docs/tools.md has the measurements). Leaves OMP_NUM_THREADS's choice alone.
+    Returns the line the run prints, None when OMP_NUM_THREADS is set."""
+    if 'OMP_NUM_THREADS' in os.environ:
+        return None
+    cpus = os.sched_getaffinity(0) if hasattr(os, 'sched_getaffinity') else set(range(os.cpu_count() or 1))
+    cores = len(cpus)
+    per_process = int(os.environ.get('LOCAL_WORLD_SIZE', 1))     # torchrun's CPU ranks share the cores
+    idle = idle_cores(cpus, read, wait)
+    if idle is None:   # no /proc (macOS): the load average
+        idle = cores - os.getloadavg()[0]
+    n = max(1, min(torch.get_num_threads(), round(idle) // per_process))
+    torch.set_num_threads(n)
+    return f"{n} CPU thread(s) of {cores} cores, {idle:.1f} of them idle now (set OMP_NUM_THREADS to choose)"
+
+
+def print_sizes(cfg, micro_batch, accum, world, configure_optimizers):
+    """Parameters, FLOPs and the peak training memory of a config on one GPU (micro_batch x accum
+    micro-steps per process, of world), built and run on the meta device: no data, no memory."""
+    with torch.device('meta'):
+        m = build_model(cfg['model'], cfg)
+    print(f"model: {cfg['model']}")
+    print(f"parameters: {m.num_params()}")
+    print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
+    try:
+        mem = estimate_memory(cfg, micro_batch, accum, configure_optimizers)
+    except (RuntimeError, NotImplementedError) as e:   # an op the meta device cannot run (a value read back)
+        return print(f"peak training memory: not estimated: the meta device cannot run this step "
+                     f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else 'no detail'})")
+    gb = lambda b: f"{b / 2 ** 30:.2f} GB"   # noqa: E731 (GiB, as peak_mem_gb in log.jsonl)
+    kept = {'AdamW': '2 fp32 states per parameter', 'StableAdamW': '2 fp32 states per parameter',
+            'Muon': '1 momentum per matrix', 'ParcaeMuon': '1 momentum per matrix + 1 second moment per row or column'}
+    opt = '; '.join(f"{k} {gb(v)}: {kept.get(k, 'its states')}" for k, v in mem['optimizers'].items())
+    print(f"peak training memory per GPU (estimated: one step run on the meta device, eager, "
+          f"{str(mem['dtype'])[6:]}{' autocast' if mem['dtype'] != torch.float32 else ''}, "
+          f"micro-batch {micro_batch} x {cfg['block_size']} tokens, {accum} micro-step(s), world {world}):")
+    print(f"  weights: {gb(mem['weights'])} (fp32)")
+    print(f"  gradients: {gb(mem['gradients'])} (fp32; {gb(mem['grads_at_peak'])} of them held at the peak)")
+    print(f"  optimizer states: {gb(mem['optimizer'])} ({opt})")
+    print(f"  activations: {gb(mem['activations'])} (held at the peak, in the {mem['phase']}; "
+          f"{gb(mem['saved'])} kept by the forward for backward)")
+    print(f"  total: {gb(mem['total'])} (weights + optimizer states + activations + gradients held at the peak)")
+    print(f"  under torchrun: + {gb(mem['gradients'])} for DDP's gradient buckets (a copy of the gradients), "
+          f"{gb(mem['total'] + mem['gradients'])} per GPU")
+    print("  with torch.compile: not estimated: inductor decides when compiling which activations to keep "
+          "and which to recompute in backward, and fuses elementwise ops, so its peak is usually below eager's")
+    fits = ['yes' if mem['total'] <= 0.9 * cap * 2 ** 30 else 'no' for cap in (40, 80)]
+    print(f"fits on a 40 GB / 80 GB GPU: {fits[0]} / {fits[1]} (keeping 10% for the CUDA context and the allocator)")

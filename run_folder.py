@@ -65,6 +65,18 @@ def save(run, model, opts, scaler, meta, it, best_val, data):
         run.aside = None
 
 
+def agree(err, ddp):
+    """Under torchrun a mistake any rank met stops every rank (rank 0 prints it), so no rank is left
+    waiting on a peer that exited; err: this rank's message or None."""
+    errs = [err]
+    if ddp:
+        errs = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(errs, err)
+    first = next((e for e in errs if e), None)
+    if first:
+        raise ConfigError(first)
+
+
 def guard(run, body):
     """Runs body() with Ctrl-C, SIGTERM and SIGHUP stopping it in one line (interrupted), and a run
     that fails before its first checkpoint putting back the run --overwrite set aside."""

@@ -1,7 +1,9 @@
 """
 The one trainer, for every model in the repo. Read top to bottom, a training step comes first:
-the defaults, get_batch, the optimizers and their schedule, then the loop in train(); below it
-come the phases train() calls (setup, build, logging) and the details of the data and the machine.
+the defaults (the generic keys, then each paper's recipe), get_batch (data.py draws the batches),
+the optimizers and their schedule, then the loop in train(); below it come the phases train()
+calls (setup, build, logging). It talks to a model only through models.py and the forward
+model(x, y, **kw) -> (logits, loss).
 
     python train.py                                     # small GPT on the offline synthetic battery
     python train.py config/parcae_140m.py --batch_size=16
@@ -20,27 +22,21 @@ ChildFailedError report, which repeats the exit code only. Ctrl-C, SIGTERM (a sc
 job) and SIGHUP stop with one line that names the iteration and the command that continues (exit
 130, 143, 129).
 """
-import dataclasses
-import functools
 import json
 import math
 import os
 import sys
 import time
 import types
-import zlib
 
-import numpy as np
 import torch
 
 import run_folder
 from configurator import ConfigError, check, check_settings, defaults_of, fail, parse_args
-from fon import make_holes
-from models import (build_model, check_device, estimate_memory, model_classes, model_fields, peak_flops, resolve_device,
-                    spec_peak_flops, use_tf32)
-from parcae import ParcaeMuon, StableAdamW
-from prepare_data import (check_data, check_tokens, data_record, dataset_vocab, example_starts, get_tokenizer, prepare,
-                          prepare_hint, read_meta, stream_record)
+from data import check_dataset, draw_batch, get_batch, load_data, split_batch
+from models import (OPTIMIZERS, build_model, check_device, cpu_threads, model_classes, model_fields, peak_flops,
+                    print_sizes, resolve_device, spec_peak_flops, use_tf32)
+from prepare_data import dataset_vocab, read_meta
 
 # ----------------------------------------------------------------------------- defaults
 # I/O
@@ -63,16 +59,6 @@ dataset = 'synthetic'
 batch_size = 16
 block_size = 128
 gradient_accumulation_steps = 1
-sampler = 'random'           # 'random' windows | 'blocks': non-overlapping blocks of block_size+1, without replacement
-p_synth = 0.0                # probability that a sequence comes from synth_dataset (same tokenizer)
-synth_dataset = 'synthetic'
-p_fill = 0.0                 # hole fine-tuning: probability that a sequence gets holes
-hole_stride = 8              # holes fall on positions p with p % hole_stride == 0 ...
-p_hole = 0.15                # ... each with this probability
-mask_id = None               # None: meta.json's mask_id, else the first id after the data's vocabulary
-loss_on = 'all'              # 'all' tokens | 'answers': only the answer spans of a synthetic set ({split}_answers.bin)
-causal = True                # False (GPT only, needs p_fill > 0): full attention, the loss at the holes only (a
-                             # BERT-style masked-reconstruction encoder); its eval sets are holed and scored there
 # model: any field of the model's config dataclass may be set too; these shape defaults apply
 # to every model that has such a field
 model = 'gpt'
@@ -92,13 +78,6 @@ grad_clip = 1.0              # 0: off
 muon_lr = None               # None: learning_rate
 muon_momentum = 0.95
 muon_weight_decay = 0.0
-muon_wd_decay = False        # Muon weight decay falls linearly to 0 over max_iters (Parcae Table 21)
-muon_variant = 'torch'       # 'torch': torch.optim.Muon | 'parcae': Parcae Section Q.2's Muon (ParcaeMuon)
-muon_beta2 = 0.95            # 'parcae': decay of the factored second moment of the update
-muon_momentum_start = 0.85   # Muon momentum rises linearly from this to muon_momentum ...
-muon_momentum_warmup = 0     # ... over this many iterations (0: constant; Parcae's code: 300)
-update_clipping = False      # AdamW step / max(1, RMS(g / sqrt(v_hat))) per tensor (RDM recipe, Parcae Q.1)
-adam_atan2 = False           # AdamW update atan2(m_hat, sqrt(v_hat)): no epsilon (RDM recipe, Parcae Q.1)
 # schedule
 schedule = 'cosine'          # 'cosine' | 'constant' | 'trapezoid' (constant, then linear cooldown)
 warmup_iters = 100
@@ -111,53 +90,32 @@ device = 'auto'              # 'auto' | 'cpu' | 'cuda' | 'cuda:1' | 'mps'
 dtype = 'auto'               # 'auto' (bf16 on CUDA, else fp32) | 'float32' | 'bfloat16' | 'float16'
 compile = None               # None: on for CUDA
 tf32 = None                  # CUDA TF32 matmuls; None: on unless dtype is 'float32' (then true FP32)
+# FON recipe (Sections 3-4): synthetic sequences mixed into pretraining, then hole fine-tuning
+p_synth = 0.0                # probability that a sequence comes from synth_dataset (same tokenizer)
+synth_dataset = 'synthetic'
+p_fill = 0.0                 # hole fine-tuning: probability that a sequence gets holes
+hole_stride = 8              # holes fall on positions p with p % hole_stride == 0 ...
+p_hole = 0.15                # ... each with this probability
+mask_id = None               # None: meta.json's mask_id, else the first id after the data's vocabulary
+# Parcae recipe (Section Q, Table 21)
+muon_variant = 'torch'       # 'torch': torch.optim.Muon | 'parcae': Section Q.2's Muon (ParcaeMuon)
+muon_wd_decay = False        # Muon weight decay falls linearly to 0 over max_iters
+muon_momentum_warmup = 0     # Muon momentum rises from muon_momentum_start over these iterations (Parcae's code: 300)
+update_clipping = False      # AdamW step / max(1, RMS(g / sqrt(v_hat))) per tensor (the RDM recipe, Q.1)
+adam_atan2 = False           # AdamW update atan2(m_hat, sqrt(v_hat)): no epsilon (the RDM recipe, Q.1)
+# the workspace paper's sampler
+sampler = 'random'           # 'random' windows | 'blocks': non-overlapping blocks of block_size+1, without replacement
+# experiments: keys of one experiment each (README's depth task, a battery control, one config)
+loss_on = 'all'              # 'all' tokens | 'answers': only the answer spans of a synthetic set ({split}_answers.bin)
+causal = True                # False (GPT only, needs p_fill > 0): full attention, the loss at the holes only (a
+                             # BERT-style masked-reconstruction encoder); its eval sets are holed and scored there
+muon_momentum_start = 0.85   # where muon_momentum_warmup starts
 DEFAULTS = defaults_of(globals())
 
-
-# ----------------------------------------------------------------------------- data
-@dataclasses.dataclass
-class Data:
-    """What get_batch reads and where its batches go: the config, the opened streams (name ->
-    (token memmap, answer marks or None)), the MASK id, this process's rank of world, the device,
-    and the model's knobs; meta and record are what a checkpoint keeps of the data."""
-    cfg: dict
-    streams: dict
-    mask: int = None
-    rank: int = 0
-    world: int = 1
-    dev: str = 'cpu'
-    knobs: tuple = ()
-    meta: dict = None
-    record: dict = None
-
-
-def get_batch(split, it, micro, data):
-    """(x, y, kw) for micro-step micro of iteration it on this process (eval sets: negative it), on
-    the device: the inputs, the targets and the forward's keywords (FON's holes; a causal=False
-    run's full attention, with the loss at its holes alone)."""
-    x, y, holes = draw_batch(split, it, micro, data.cfg, data.streams, data.mask, data.rank, data.world)
-    kw = {}
-    if not data.cfg['causal']:
-        y, kw = hole_targets(y, holes), {'causal': False}
-    elif holes is not None and holes.any() and 'holes' in data.knobs:
-        # a batch without holes passes none (holes is on the CPU here: no device sync), so the
-        # model's hole stream does not run and its own parameters get no gradient
-        kw = {'holes': to_device(holes, data.dev)}
-    return to_device(x, data.dev), to_device(y, data.dev), kw
-
-
-def hole_targets(y, holes):
-    """A causal=False run's targets: the hole's token at a hole, ignored (-1) everywhere else,
-    where full attention sees the next token in the input (a batch without holes scores 0)."""
-    return y.masked_fill(~holes, -1)
-
-
-def to_device(t, dev):
-    """A host tensor on dev. On CUDA it is pinned first: a non_blocking copy from pageable memory
-    waits for the copy, one from pinned memory overlaps the step that runs."""
-    if dev.startswith('cuda'):
-        t = t.pin_memory()
-    return t.to(dev, non_blocking=True)
+# ----------------------------------------------------------------------------- get_batch (data.py)
+# get_batch('train', it, micro, data) -> (x, y, kw) on the device: a micro-step's inputs, targets and
+# the forward's keywords (FON's holes; a causal=False run's full attention), drawn by data.draw_batch
+# as a function of the iteration alone; load_data opens and checks the streams it reads.
 
 
 # ----------------------------------------------------------------------------- optimizers and their schedule
@@ -187,17 +145,14 @@ def configure_optimizers(model, cfg, device_type):
     muon = [g for g in groups if g.get('optimizer', 'adamw') == 'muon' and g['params']]
     betas = (cfg['beta1'], cfg['beta2'])
     if cfg['update_clipping'] or cfg['adam_atan2']:
-        opts = [StableAdamW(adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'],
-                            update_clipping=cfg['update_clipping'], atan2=cfg['adam_atan2'])]
+        opts = [OPTIMIZERS['stable_adamw'](adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'],
+                                           update_clipping=cfg['update_clipping'], atan2=cfg['adam_atan2'])]
     else:
-        opts = [torch.optim.AdamW(adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'], fused=device_type == 'cuda')]
+        opts = [OPTIMIZERS['adamw'](adamw, lr=cfg['learning_rate'], betas=betas, eps=cfg['eps'], fused=device_type == 'cuda')]
     if muon:
         kw = dict(lr=cfg['muon_lr'] or cfg['learning_rate'], momentum=cfg['muon_momentum_start']
                   if cfg['muon_momentum_warmup'] > 0 else cfg['muon_momentum'], weight_decay=cfg['muon_weight_decay'])
-        if cfg['muon_variant'] == 'parcae':
-            opts.append(ParcaeMuon(muon, beta2=cfg['muon_beta2'], **kw))
-        else:
-            opts.append(torch.optim.Muon(muon, **kw))
+        opts.append(OPTIMIZERS['parcae_muon' if cfg['muon_variant'] == 'parcae' else 'muon'](muon, **kw))
     return opts
 
 
@@ -243,7 +198,7 @@ def train(argv, run):
     optimizers, then the loop. run (a run_folder.Run) learns how far it got, for what a stop reports."""
     cfg, given, wandb = settings(argv)
     if cfg['dry_run']:
-        return print_sizes(cfg, given)
+        return dry(cfg, given)
     env, ckpt = setup(cfg, given, run)
     data, raw_model, opts, scaler, iter_num, best_val = build(cfg, env, ckpt, run)
     del ckpt    # its tensors
@@ -351,21 +306,6 @@ def resolve_config(argv, with_given=False):
 SHAPE_KEYS = ('n_layer', 'n_head', 'n_embd', 'dropout')
 
 
-def check_dataset(cfg, given):
-    """The data a run names is there, before out_dir is looked at (so a typo'd --dataset is what
-    a command into a trained run's out_dir hears of). The synthetic battery is made on the spot;
-    a resume's data is its checkpoint's, and a dry run reads none."""
-    if cfg['dry_run'] or (cfg['init_from'] == 'resume' and 'dataset' not in given):
-        return
-    if cfg['dataset'] != 'synthetic' and read_meta(cfg) is None:
-        raise ConfigError(no_data(cfg))
-
-
-def no_data(cfg):
-    return (f"{os.path.join(cfg['data_dir'], cfg['dataset'])} holds no data (meta.json, or nanoGPT's train.bin with or "
-            f"without meta.pkl): prepare the data first ({prepare_hint(cfg['dataset'])})")
-
-
 def setup(cfg, given, run):
     """The processes (torchrun) and the device; every check that needs no data, out_dir's included,
     comes before any process waits for another. Returns (env, the checkpoint to resume or None)."""
@@ -407,7 +347,9 @@ def build(cfg, env, ckpt, run):
     loss the run starts from."""
     err = None
     try:
-        data = load_data(cfg, ckpt.get('data') if ckpt else None, env.rank, env.world, env.dev, env.ddp, run.given.argv)
+        data = load_data(cfg, model_classes(cfg['model'])[0].knobs, env.rank, env.world, env.dev, env.ddp,
+                         then=ckpt and ckpt.get('data'), hint=ckpt and run_folder.new_run_command(cfg, DEFAULTS),
+                         argv=run.given.argv)
         raw_model = build_model(cfg['model'], cfg)
         run_folder.load_start(raw_model, cfg, ckpt)
         raw_model.to(env.dev)
@@ -421,13 +363,13 @@ def build(cfg, env, ckpt, run):
     except ConfigError as e:
         err = str(e)
     try:
-        agree(err, env.ddp)
+        run_folder.agree(err, env.ddp)
         if env.master and not cfg['eval_only']:   # a new run starts its own log; a resumed one trims its log to the checkpoint
             try:
                 run_folder.claim_run_folder(run, ckpt)
             except ConfigError as e:
                 err = str(e)
-        agree(err, env.ddp)
+        run_folder.agree(err, env.ddp)
     except ConfigError as e:
         fail(e)
     return (data, raw_model, opts, scaler) + resume_point(ckpt, env)
@@ -453,18 +395,6 @@ def wrap(raw_model, env):
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[env.local_rank] if env.device_type == 'cuda'
                                                           else None, find_unused_parameters=unused)
     return model
-
-
-def agree(err, ddp):
-    """Under torchrun a mistake any rank met stops every rank (rank 0 prints it), so no rank is left
-    waiting on a peer that exited; err: this rank's message or None."""
-    errs = [err]
-    if ddp:
-        errs = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(errs, err)
-    first = next((e for e in errs if e), None)
-    if first:
-        raise ConfigError(first)
 
 
 class Log:
@@ -567,73 +497,6 @@ def import_wandb():
     return wandb
 
 
-# ----------------------------------------------------------------------------- the data's details
-def draw_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
-    """(x, y, holes) on the CPU for micro-step `micro` of iteration `it` on this rank. The iteration's
-    batch_size * gradient_accumulation_steps sequences are drawn as one, from one generator of
-    (seed, split, it), and each rank's micro-step takes its rows: the batches are a function of the
-    iteration alone, whatever the world size or micro-batch split (one process, one micro-step
-    draws as it always did). Eval sets use negative iterations, one whole batch_size batch each,
-    plain LM windows (a causal=False run's: every window holed); training batches may mix in
-    synthetic sequences (p_synth, FON's pretraining) and get holes (p_fill, FON's hole fine-tuning)."""
-    T = cfg['block_size']
-    training = split == 'train' and it >= 0
-    n, accum = split_batch(cfg, world) if training else (cfg['batch_size'], 1)
-    S = n * accum * (world if training else 1)
-    rows = slice((rank * accum + micro) * n, (rank * accum + micro + 1) * n) if training else slice(0, S)
-    g = batch_generator(cfg, 0, split, it, 0)
-    marks = full_marks = None
-    if cfg['sampler'] == 'blocks' and training:
-        xy = blocks(streams[split], range(it * S + rows.start, it * S + rows.stop), T, cfg['seed'])
-    else:
-        starts = streams.get(f'{split}_starts')    # loss_on='answers': a window starts with an example
-        ix = (torch.randint(len(streams[split][0]) - T - 1, (S,), generator=g).tolist() if starts is None else
-              starts[torch.randint(len(starts), (S,), generator=g).numpy()].tolist())
-        xy, marks = windows(streams[split], ix[rows], T)
-        if cfg['p_fill'] > 0 and streams[split][1] is not None:
-            full_marks = windows(streams[split], ix, T)[1]
-    if cfg['p_synth'] > 0 and training:
-        use = torch.rand(S, generator=g) < cfg['p_synth']
-        if use.any():
-            six = torch.randint(len(streams['synth_train'][0]) - T - 1, (int(use.sum()),), generator=g).tolist()
-            at = (torch.cumsum(use, 0) - 1).tolist()    # row -> its draw among the synthetic rows
-            mine = use[rows]
-            if mine.any():
-                rows_here = [r for r in range(rows.start, rows.stop) if use[r]]
-                xy[mine], synth_marks = windows(streams['synth_train'], [six[at[r]] for r in rows_here], T)
-                if synth_marks is not None:
-                    marks = torch.zeros_like(xy, dtype=torch.bool) if marks is None else marks
-                    marks[mine] = synth_marks
-            if cfg['p_fill'] > 0 and streams['synth_train'][1] is not None:
-                synth_all = windows(streams['synth_train'], six, T)[1]
-                full_marks = torch.zeros(S, T + 1, dtype=torch.bool) if full_marks is None else full_marks
-                full_marks[use] = synth_all
-    x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
-    if cfg['loss_on'] == 'answers':     # the depth task: no signal from the text around the answer
-        y = y.masked_fill(~marks[:, 1:], -1)
-    holes = None
-    if cfg['p_fill'] > 0 and (training or not cfg['causal']):    # a causal=False run is scored at holes
-        # drawn for all S rows, so a row's holes do not depend on which rank reads it
-        blank = torch.zeros(S, T, dtype=torch.long)
-        holes = make_holes(blank, blank, 0, g, cfg['p_fill'] if training else 1.0, cfg['hole_stride'],
-                           cfg['p_hole'], None if full_marks is None else full_marks[:, :-1])[2][rows]
-        y = torch.where(holes, x, y)
-        x = x.masked_fill(holes, mask)
-    return x, y, holes
-
-
-def split_batch(cfg, world):
-    """(micro-batch, micro-steps) per process so that an iteration holds batch_size *
-    gradient_accumulation_steps sequences over `world` processes: the largest micro-batch up to
-    batch_size that divides a process's share. None when the sequences do not divide by world."""
-    seqs = cfg['batch_size'] * cfg['gradient_accumulation_steps']
-    if seqs % world:
-        return None
-    share = seqs // world
-    batch = max(b for b in range(1, min(cfg['batch_size'], share) + 1) if share % b == 0)
-    return batch, share // batch
-
-
 def split_hint(cfg, world, given, ckpt=None):
     """What runs instead: a new run's command with the next gradient_accumulation_steps or a
     batch_size that divides; a resumed run keeps its batch, so the world sizes that continue it."""
@@ -652,212 +515,17 @@ def split_hint(cfg, world, given, ckpt=None):
             f"({B2 * A} sequences), {run_folder.command(given.argv, {'batch_size': B2})}")
 
 
-def data_streams(cfg):
-    """The .bin files a run reads: train and val, and the synthetic battery's train stream that
-    p_synth mixes into training."""
-    streams = {s: os.path.join(cfg['data_dir'], cfg['dataset'], f'{s}.bin') for s in ('train', 'val')}
-    if cfg['p_synth'] > 0:
-        streams['synth_train'] = os.path.join(cfg['data_dir'], cfg['synth_dataset'], 'train.bin')
-    return streams
-
-
-def open_streams(paths):
-    """name -> (token memmap, answer-mark memmap or None), each opened once: a run keeps the files
-    it opened for its life, so a dataset prepared anew under it (written beside and swapped in)
-    never changes what it reads. Also returns each stream's record: bytes and the sha256 of its
-    first MiB, what a checkpoint keeps to tell its data from other data cheaply."""
-    streams, record = {}, {}
-    for name, path in paths.items():
-        with open(path, 'rb') as f:
-            record[name] = stream_record(f)
-            size = record[name]['bytes']
-            data = np.memmap(f, dtype=np.uint16, mode='r') if size and size % 2 == 0 else None   # check_tokens says why
-        marks = path[:-4] + '_answers.bin'
-        streams[name] = (data, np.memmap(marks, dtype=np.uint8, mode='r') if os.path.isfile(marks) else None)
-    return streams, record
-
-
-def check_same_tokenizer(cfg, meta, argv):
-    """p_synth mixes synth_dataset's ids into the dataset's: both must come from one tokenizer."""
-    if cfg['p_synth'] <= 0 or cfg['synth_dataset'] == cfg['dataset']:
-        return
-    synth = read_meta({**cfg, 'dataset': cfg['synth_dataset']})
-    if synth is None:
-        return      # load_data names the missing stream
-    keys = ('tokenizer', 'bpe_vocab', 'itos')
-    differ = [k for k in keys if synth.get(k) != meta.get(k)]
-    if differ:
-        said = lambda m: f"{m.get('tokenizer')} tokenizer, vocab_size {m.get('vocab_size')}"
-        raise ConfigError(f"p_synth mixes {cfg['synth_dataset']}'s ids into {cfg['dataset']}'s, but they come from "
-                          f"other tokenizers ({cfg['synth_dataset']}: {said(synth)}; {cfg['dataset']}: {said(meta)}; "
-                          f"{', '.join(differ)} differ), so its ids would mean other tokens: name a synth_dataset prepared "
-                          f"with {cfg['dataset']}'s tokenizer, or mix none in: {run_folder.command(argv, {'p_synth': 0.0})}")
-
-
-def load_data(cfg, then=None, rank=0, world=1, dev='cpu', ddp=False, argv=()):
-    """The data get_batch reads on this process (rank of world, batches sent to dev), once every
-    stream is checked; then: the record of the data a resumed checkpoint trained on, which the data
-    found now must match; argv: the command's, which a hint repeats. The synthetic battery is made
-    on the spot, so python train.py works offline."""
-    ds_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
-    if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
-        err = None
-        if rank == 0:
-            try:
-                prepare('synthetic', out_dir=cfg['data_dir'])
-            except OSError as e:
-                err = f"cannot write the synthetic data under data_dir {cfg['data_dir']}: {e.strerror or e}"
-        agree(err, ddp)
-    meta = read_meta(cfg)
-    if meta is None:
-        raise ConfigError(no_data(cfg))
-    check_same_tokenizer(cfg, meta, argv)
-    paths = data_streams(cfg)
-    for name, path in paths.items():
-        if not os.path.isfile(path):
-            need = cfg['synth_dataset'] if name.startswith('synth') else cfg['dataset']
-            raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(need)})"
-                              if name != 'synth_train' else f"{path} not found: p_synth needs {prepare_hint(need)}")
-    streams, record = open_streams(paths)
-    record = data_record(cfg, meta, record)
-    check_data(then, record, ds_dir, f"resume on the data it trained on, or start a new run from its weights on "
-                                     f"this data: {run_folder.new_run_command(cfg, DEFAULTS) if then else ''}")
-    cfg['vocab_size'], mask = dataset_vocab(cfg, meta)
-    for name, path in paths.items():
-        check_tokens(path, cfg['block_size'] + 2, cfg['vocab_size'] if rank == 0 else None,   # one rank reads every id
-                     data=streams[name][0])
-    if cfg['loss_on'] == 'answers':
-        streams.update(answer_windows(streams, paths, meta, cfg['block_size']))
-    return Data(cfg, streams, mask, rank, world, dev, model_classes(cfg['model'])[0].knobs, meta, record)
-
-
-def answer_windows(streams, paths, meta, T):
-    """loss_on='answers' scores only the answers of a synthetic set, so its windows start where an
-    example does: {'train_starts': positions, 'val_starts': positions} (prepare_data.example_starts)."""
-    newline = get_tokenizer(meta)[0]('\n')
-    return {f'{s}_starts': example_starts(paths[s], newline, T, data=streams[s][0]) for s in ('train', 'val')}
-
-
-def batch_generator(cfg, rank, *key):
-    """A generator seeded by (seed, rank, split, iteration, micro-step). get_batch draws each
-    iteration from (seed, 0, split, it, 0), the key of rank 0's first micro-step when every rank
-    drew its own (so one process draws as it did); tools.eval seeds its eval set the same way."""
-    return torch.Generator().manual_seed(zlib.crc32(repr((cfg['seed'], rank) + key).encode()))
-
-
-def windows(stream, ix, T):
-    """The windows of T + 1 tokens that start at ix, and their answer marks where a synthetic
-    stream has a {split}_answers.bin beside it (the task-given holes of FON's fine-tuning), else None."""
-    data, mark = stream
-    xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
-    if mark is None:
-        return xy, None
-    return xy, torch.from_numpy(np.stack([mark[i:i + T + 1] for i in ix])).bool()
-
-
-def blocks(stream, draws, T, seed):
-    """The workspace paper's sampler: non-overlapping blocks of T + 1 tokens, one shuffle per pass,
-    no replacement; draws: the global draw indices (iteration * sequences per iteration + sequence)."""
-    data = stream[0]
-    nblocks = len(data) // (T + 1)
-    out = []
-    for d in draws:
-        epoch, j = divmod(d, nblocks)
-        b = block_order(seed, epoch, nblocks)[j].item()
-        out.append(torch.from_numpy(data[b * (T + 1):(b + 1) * (T + 1)].astype(np.int64)))
-    return torch.stack(out)
-
-
-@functools.lru_cache(maxsize=2)
-def block_order(seed, epoch, nblocks):
-    return torch.randperm(nblocks, generator=torch.Generator().manual_seed(zlib.crc32(repr((seed, 'blocks', epoch)).encode())))
-
-
-# ----------------------------------------------------------------------------- the machine
-def idle_cores(cores, read=lambda: open('/proc/stat').read(), wait=0.2):
-    """How many of the given cores (cpu ids) sat idle over the next `wait` seconds, read from the
-    per-core times in /proc/stat (idle and iowait over all). This process sleeps meanwhile, so it
-    does not count itself. None where there is no /proc/stat."""
-    def times():
-        rows = {}
-        for line in read().splitlines():
-            name, *ticks = line.split()
-            if name.startswith('cpu') and name[3:].isdigit() and int(name[3:]) in cores:
-                rows[int(name[3:])] = [int(t) for t in ticks[:8]]
-        return rows
-    try:
-        before = times()
-        time.sleep(wait)
-        after = times()
-    except (OSError, ValueError):
-        return None
-    idle = 0.0
-    for c in before.keys() & after.keys():
-        d = [b - a for a, b in zip(before[c], after[c])]
-        idle += (d[3] + d[4]) / sum(d) if sum(d) > 0 else 1.0
-    return idle if before.keys() & after.keys() else None
-
-
-def cpu_threads(read=lambda: open('/proc/stat').read(), wait=0.2):
-    """Sets the threads of a CPU run to the cores idle right now (at least one, shared among
-    torchrun's ranks), because threads that compete with other jobs for a core slow torch many
-    times over (docs/tools.md has the measurements). Leaves OMP_NUM_THREADS's choice alone.
-    Returns the line the run prints, None when OMP_NUM_THREADS is set."""
-    if 'OMP_NUM_THREADS' in os.environ:
-        return None
-    cpus = os.sched_getaffinity(0) if hasattr(os, 'sched_getaffinity') else set(range(os.cpu_count() or 1))
-    cores = len(cpus)
-    per_process = int(os.environ.get('LOCAL_WORLD_SIZE', 1))     # torchrun's CPU ranks share the cores
-    idle = idle_cores(cpus, read, wait)
-    if idle is None:   # no /proc (macOS): the load average
-        idle = cores - os.getloadavg()[0]
-    n = max(1, min(torch.get_num_threads(), round(idle) // per_process))
-    torch.set_num_threads(n)
-    return f"{n} CPU thread(s) of {cores} cores, {idle:.1f} of them idle now (set OMP_NUM_THREADS to choose)"
-
-
-def print_sizes(cfg, given):
-    """Parameters, FLOPs and the peak training memory of a config on one GPU, built and run on the
-    meta device: no data, no memory."""
+def dry(cfg, given):
+    """--dry_run=True: the sizes of this config on one GPU (models.print_sizes), with no data."""
     try:
         cfg['vocab_size'] = dataset_vocab(cfg, read_meta(cfg))[0]
-        with torch.device('meta'):
-            m = build_model(cfg['model'], cfg)
-        print(f"model: {cfg['model']}")
-        print(f"parameters: {m.num_params()}")
-        print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
         world = int(os.environ.get('WORLD_SIZE', 1))
-        split = split_batch(cfg, world)
-        if split is None:
+        if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world, given))
-        micro_batch, accum = split
-        try:
-            mem = estimate_memory(cfg, micro_batch, accum, configure_optimizers)
-        except (RuntimeError, NotImplementedError) as e:   # an op the meta device cannot run (a value read back)
-            return print(f"peak training memory: not estimated: the meta device cannot run this step "
-                         f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else 'no detail'})")
-        gb = lambda b: f"{b / 2 ** 30:.2f} GB"   # noqa: E731 (GiB, as peak_mem_gb in log.jsonl)
-        kept = {'AdamW': '2 fp32 states per parameter', 'StableAdamW': '2 fp32 states per parameter',
-                'Muon': '1 momentum per matrix', 'ParcaeMuon': '1 momentum per matrix + 1 second moment per row or column'}
-        opt = '; '.join(f"{k} {gb(v)}: {kept.get(k, 'its states')}" for k, v in mem['optimizers'].items())
-        print(f"peak training memory per GPU (estimated: one step run on the meta device, eager, "
-              f"{str(mem['dtype'])[6:]}{' autocast' if mem['dtype'] != torch.float32 else ''}, "
-              f"micro-batch {micro_batch} x {cfg['block_size']} tokens, {accum} micro-step(s), world {world}):")
-        print(f"  weights: {gb(mem['weights'])} (fp32)")
-        print(f"  gradients: {gb(mem['gradients'])} (fp32; {gb(mem['grads_at_peak'])} of them held at the peak)")
-        print(f"  optimizer states: {gb(mem['optimizer'])} ({opt})")
-        print(f"  activations: {gb(mem['activations'])} (held at the peak, in the {mem['phase']}; "
-              f"{gb(mem['saved'])} kept by the forward for backward)")
-        print(f"  total: {gb(mem['total'])} (weights + optimizer states + activations + gradients held at the peak)")
-        print(f"  under torchrun: + {gb(mem['gradients'])} for DDP's gradient buckets (a copy of the gradients), "
-              f"{gb(mem['total'] + mem['gradients'])} per GPU")
-        print("  with torch.compile: not estimated: inductor decides when compiling which activations to keep "
-              "and which to recompute in backward, and fuses elementwise ops, so its peak is usually below eager's")
-        fits = ['yes' if mem['total'] <= 0.9 * cap * 2 ** 30 else 'no' for cap in (40, 80)]
-        print(f"fits on a 40 GB / 80 GB GPU: {fits[0]} / {fits[1]} (keeping 10% for the CUDA context and the allocator)")
-
+        print_sizes(cfg, *split_batch(cfg, world), world, configure_optimizers)
     except ConfigError as e:
         fail(e)
+
 
 if __name__ == '__main__':
     main(sys.argv[1:])

@@ -135,11 +135,12 @@ def train_script():
 
 
 def get_batch(cfg, split, it, micro=0, rank=0, world=1, mask=None):
-    """(x, y, holes) as train.py draws them for this config."""
-    T = train_script()
-    paths = T.data_streams({**T.DEFAULTS, **cfg})
-    streams = T.open_streams({k: p for k, p in paths.items() if os.path.isfile(p)})[0]   # a test may write one split
-    return T.draw_batch(split, it, micro, {**T.DEFAULTS, **cfg}, streams, mask, rank, world)
+    """(x, y, holes) as train.py draws them (data.draw_batch) for this config."""
+    import data
+    cfg = {**train_script().DEFAULTS, **cfg}
+    paths = data.data_streams(cfg)
+    streams = data.open_streams({k: p for k, p in paths.items() if os.path.isfile(p)})[0]   # a test may write one split
+    return data.draw_batch(split, it, micro, cfg, streams, mask, rank, world)
 
 
 def pasted(text, after):

@@ -13,6 +13,8 @@ import pytest
 import torch
 
 import configurator
+import data
+import models
 import prepare_data
 from conftest import ROOT, get_batch, read_log, train_script
 
@@ -52,25 +54,24 @@ def test_threads_are_the_cores_idle_now(four_cores, busy_cores, threads):
     before = proc_stat([100] * 8, [500] * 8)
     run = [18 if c in busy_cores or c >= 4 else 1 for c in range(8)]
     after = proc_stat([100 + r for r in run], [500 + 20 - r for r in run])
-    line = train_script().cpu_threads(reader(before, after), wait=0)
+    line = models.cpu_threads(reader(before, after), wait=0)
     assert four_cores == [threads], line
     assert f"{threads} CPU thread(s) of 4 cores" in line
 
 
 def test_threads_share_idle_cores_among_torchrun_ranks_and_yield_to_omp(four_cores, monkeypatch):
-    T = train_script()
     idle = (proc_stat([0] * 4, [0] * 4), proc_stat([0] * 4, [20] * 4))
     monkeypatch.setenv('LOCAL_WORLD_SIZE', '2')
-    T.cpu_threads(reader(*idle), wait=0)
+    models.cpu_threads(reader(*idle), wait=0)
     assert four_cores == [2]
     monkeypatch.setenv('OMP_NUM_THREADS', '3')
-    assert T.cpu_threads(reader(*idle), wait=0) is None and four_cores == [2]
+    assert models.cpu_threads(reader(*idle), wait=0) is None and four_cores == [2]
     monkeypatch.delenv('OMP_NUM_THREADS')
 
     def no_proc():
         raise FileNotFoundError('/proc/stat')
     monkeypatch.setenv('LOCAL_WORLD_SIZE', '1')
-    T.cpu_threads(no_proc, wait=0)   # no /proc (macOS): what the load average leaves, at least one
+    models.cpu_threads(no_proc, wait=0)   # no /proc (macOS): what the load average leaves, at least one
     assert four_cores == [2, 1]
 
 
@@ -313,14 +314,14 @@ def test_batch_split_at_16_and_64_processes(world):
     import re
     for B, A in recipes():
         cfg = {'batch_size': B, 'gradient_accumulation_steps': A}
-        split = train_script().split_batch(cfg, world)
+        split = data.split_batch(cfg, world)
         if split is None:
             # it does not divide, and both values the hint proposes do
             assert (B * A) % world
             hint = train_script().split_hint(cfg, world, configurator.Settings())
             a2, b2 = map(int, re.search(r'--gradient_accumulation_steps=(\d+) .* --batch_size=(\d+)', hint).groups())
-            assert train_script().split_batch({**cfg, 'gradient_accumulation_steps': a2}, world)
-            assert train_script().split_batch({**cfg, 'batch_size': b2}, world)
+            assert data.split_batch({**cfg, 'gradient_accumulation_steps': a2}, world)
+            assert data.split_batch({**cfg, 'batch_size': b2}, world)
             continue
         micro, accum = split
         # the iteration holds the same sequences as on one process, each micro-batch at most batch_size,
@@ -340,8 +341,8 @@ def test_blocks_of_an_iteration_are_the_next_of_the_shuffle_at_16_and_64(tmp_pat
     np.repeat(np.arange(n_blocks, dtype=np.uint16), T + 1).tofile(d / 'train.bin')   # block b holds b, b
     cfg = {'data_dir': str(tmp_path), 'dataset': 'blk', 'sampler': 'blocks', 'block_size': T, 'batch_size': 8,
            'gradient_accumulation_steps': S // 8}
-    micro, accum = train_script().split_batch(cfg, world)
-    order = train_script().block_order(1337, 0, n_blocks).tolist()
+    micro, accum = data.split_batch(cfg, world)
+    order = data.block_order(1337, 0, n_blocks).tolist()
     for it in (0, 3):
         got = [b for rank in range(world) for m in range(accum)
                for b in get_batch(cfg, 'train', it, m, rank=rank, world=world)[0][:, 0].tolist()]
@@ -411,16 +412,15 @@ def test_the_next_batch_is_read_while_the_step_runs_and_changes_no_loss(char_dat
 
 
 def test_only_a_cuda_copy_is_pinned(monkeypatch):
-    T = train_script()
     calls = []
     monkeypatch.setattr(torch.Tensor, 'pin_memory', lambda t, *a: calls.append('pin') or t)
     monkeypatch.setattr(torch.Tensor, 'to', lambda t, *a, **kw: calls.append(('to', a, kw)) or t)
     t = torch.zeros(2, 3, dtype=torch.long)
-    T.to_device(t, 'cuda:0')
+    data.to_device(t, 'cuda:0')
     assert calls == ['pin', ('to', ('cuda:0',), {'non_blocking': True})]
     calls.clear()
-    T.to_device(t, 'cpu')
-    T.to_device(t, 'mps')
+    data.to_device(t, 'cpu')
+    data.to_device(t, 'mps')
     assert calls == [('to', ('cpu',), {'non_blocking': True}), ('to', ('mps',), {'non_blocking': True})]
 
 

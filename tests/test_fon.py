@@ -11,7 +11,8 @@ import fon
 from configurator import parse_args
 import train
 from conftest import get_batch, train_script
-from fon import FON, FONConfig, make_holes
+from data import make_holes
+from fon import FON, FONConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MASK = 39

@@ -132,7 +132,7 @@ def test_dry_run_prints_the_parts_and_the_verdict(shape, verdict, tmp_path, caps
 def test_dry_run_says_when_the_meta_device_cannot_run_the_step(tmp_path, capsys, monkeypatch):
     def cannot(*a, **k):
         raise NotImplementedError("Cannot copy out of meta tensor; no data!")
-    monkeypatch.setitem(train_script().print_sizes.__globals__, 'estimate_memory', cannot)
+    monkeypatch.setitem(models.print_sizes.__globals__, 'estimate_memory', cannot)
     train_script().main(['--dry_run=True', '--vocab_size=64', f'--data_dir={tmp_path}'])
     out = capsys.readouterr().out
     assert 'parameters: ' in out

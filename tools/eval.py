@@ -38,17 +38,17 @@ import math
 import os
 import sys
 import time
-import zlib
 
 import numpy as np
 import torch
 
 import configurator
+import data
 import models
 import prepare_data
 import run_folder
+import train
 from configurator import ConfigError, check, parse_args
-from fon import make_holes
 from prepare_data import get_tokenizer, gpt2_encoding, prepare_hint
 from tools.eval_fill import compare_battery, run_battery, run_infill
 from tools.report import axes, save_figure, write_json
@@ -229,12 +229,12 @@ def token_bytes(meta, vocab_size):
 def stream_batches(path, block_size, batch_size):
     """(x, y) over every complete block of block_size + 1 tokens of a .bin stream, in order; the
     last batch may be short, the incomplete trailing block is dropped."""
-    data = np.memmap(path, dtype=np.uint16, mode='r')
+    tokens = np.memmap(path, dtype=np.uint16, mode='r')
     L = block_size + 1
-    n = len(data) // L
+    n = len(tokens) // L
     for b0 in range(0, n, batch_size):
         b1 = min(n, b0 + batch_size)
-        xy = torch.from_numpy(data[b0 * L:b1 * L].astype(np.int64)).view(b1 - b0, L)
+        xy = torch.from_numpy(tokens[b0 * L:b1 * L].astype(np.int64)).view(b1 - b0, L)
         yield xy[:, :-1].contiguous(), xy[:, 1:].contiguous()
 
 
@@ -308,6 +308,7 @@ class Evaluator:
         self.causal = self.tcfg.get('causal', True)
         self.answers_only = self.tcfg.get('loss_on') == 'answers'   # scored where it trained: the answer spans
         self.starts = {}     # (split, block_size) -> where its windows may start (loss_on='answers')
+        self.streams = {}    # split -> its (tokens, answer marks) as data.open_streams opens them
 
     def check_data(self, then):
         """Stops when the data is not what the checkpoint recorded it trained on (sizes, heads, meta.json)."""
@@ -322,47 +323,41 @@ class Evaluator:
                                 "evaluate it on the data it trained on (--data_dir), or train again on this data")
 
     def generator(self, *key):
-        """Seeded as train.py's draw_batch seeds a batch on rank 0."""
-        return torch.Generator().manual_seed(zlib.crc32(repr((self.tcfg['seed'], 0) + key).encode()))
+        """Seeded as data.draw_batch seeds a batch on rank 0."""
+        return data.batch_generator(self.tcfg, 0, *key)
 
     def eval_batch(self, split, k):
-        """Batch k of train.py's eval set: its draw_batch at iteration -1 - k on one process, plain
-        windows of block_size + 1 tokens, a causal=False run's holed as train.py holes them (tests
-        check the two agree)."""
-        T, n = self.tcfg['block_size'], self.tcfg['batch_size']
+        """Batch k of train.py's eval set: data.draw_batch at iteration -1 - k on one process (a
+        causal=False run's holed and scored at its holes, as train.py scores them)."""
+        T = self.tcfg['block_size']
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
         if not os.path.isfile(path):
             raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(self.tcfg['dataset'])})")
-        data = np.memmap(path, dtype=np.uint16, mode='r')
-        if len(data) <= T + 1:
+        if split not in self.streams:
+            self.streams[split] = data.open_streams({split: path})[0][split]
+        streams = {split: self.streams[split]}
+        if len(streams[split][0]) <= T + 1:
             raise ConfigError(f"{path} holds fewer than block_size+2 = {T + 2} tokens; lower --block_size")
-        g = self.generator(split, -1 - k, 0)
         if self.answers_only:   # train.py's windows of such a run start where an example does
-            starts = self.example_starts(path, split, T, data)
-            ix = starts[torch.randint(len(starts), (n,), generator=g).numpy()].tolist()
-        else:
-            ix = torch.randint(len(data) - T - 1, (n,), generator=g).tolist()
-        xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
-        x, y = xy[:, :-1].clone(), xy[:, 1:].clone()
-        if self.answers_only:
-            y = self.answer_targets(x, y, split, ix)
-        return (x, y, None) if self.causal else self.holed(x, y, split, ix, g)
+            streams[f'{split}_starts'] = self.example_starts(path, split, T, streams[split][0])
+        x, y, holes = data.draw_batch(split, -1 - k, 0, {**train.DEFAULTS, **self.tcfg}, streams, self.mask_id)
+        return (x, y, None) if self.causal else (x, data.hole_targets(y, holes), holes)
 
-    def example_starts(self, path, split, T, data):
+    def example_starts(self, path, split, T, tokens):
         """Where a window of T + 1 tokens holding a whole example may start: one scan of the stream, not one per batch."""
         if (split, T) not in self.starts:
-            self.starts[split, T] = prepare_data.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T, data)
+            self.starts[split, T] = prepare_data.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T, tokens)
         return self.starts[split, T]
 
     def example_batches(self, path, split, T, bs):
         """A loss_on='answers' run's stream: (x, y, starts) over a window at every example's start, in
         order, as train.py's windows start (a window that began mid-example would hold another
         example's listing before its own, which such a run never saw)."""
-        data = np.memmap(path, dtype=np.uint16, mode='r')
-        starts = self.example_starts(path, split, T, data)
+        tokens = np.memmap(path, dtype=np.uint16, mode='r')
+        starts = self.example_starts(path, split, T, tokens)
         for b0 in range(0, len(starts), bs):
             ix = starts[b0:b0 + bs].tolist()
-            xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix]))
+            xy = torch.from_numpy(np.stack([tokens[i:i + T + 1].astype(np.int64) for i in ix]))
             yield xy[:, :-1].clone(), xy[:, 1:].clone(), ix
 
     def answer_targets(self, x, y, split, starts, first_only=False):
@@ -391,7 +386,7 @@ class Evaluator:
         if os.path.isfile(path):
             mark = np.memmap(path, dtype=np.uint8, mode='r')
             marks = torch.from_numpy(np.stack([mark[i:i + x.shape[1]] for i in starts])).bool()
-        x, y, holes = make_holes(x, y, self.mask_id, g, 1.0, self.tcfg['hole_stride'], self.tcfg['p_hole'], marks)
+        x, y, holes = data.make_holes(x, y, self.mask_id, g, 1.0, self.tcfg['hole_stride'], self.tcfg['p_hole'], marks)
         return x, y.masked_fill(~holes, -1), holes
 
     def forward(self, x, y=None, **extra):

@@ -1,7 +1,7 @@
 """
 eval.py's hole-filling analyses: how well a checkpoint fills what is missing.
 
---infill: holes made with fon.make_holes on the val eval set (every sequence holed, the
+--infill: holes made with data.make_holes on the val eval set (every sequence holed, the
 checkpoint's hole_stride and p_hole); full-vocabulary argmax hit rate at the holes (holes= passed
 when forward takes it), against two no-hole readings of the token p: the same model's argmax at
 p-1 on the un-holed input (it reads the other holes' true tokens), and the checkpoint without
@@ -29,7 +29,7 @@ import prepare_data
 import run_folder
 from battery import CHANCE, DATASETS, FAR, FUTURE, NEAR, TASKS, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
 from configurator import ConfigError
-from fon import make_holes
+from data import make_holes
 from prepare_data import get_tokenizer
 from tools.report import axes, save_figure, write_json
 
