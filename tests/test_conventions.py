@@ -451,5 +451,5 @@ def test_a_session_that_writes_the_checkouts_out_or_data_fails(tmp_path, where):
     if where == 'tmp':
         assert p.returncode == 0, p.stdout + p.stderr
     else:
-        assert p.returncode == 1 and f"wrote the checkout's own out*/ or data/" in p.stdout, p.stdout + p.stderr
+        assert p.returncode == 1 and "wrote the checkout's own out*/ or data/" in p.stdout, p.stdout + p.stderr
         assert '1 passed' in p.stdout and os.path.join(where, 'x') in p.stdout
