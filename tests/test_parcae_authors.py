@@ -14,8 +14,7 @@ import parcae
 from parcae import parcae_reference
 
 # until parcae.py carries its section "the authors' released weights" (from_authors); remove then
-from_authors = getattr(parcae, 'from_authors', None)
-pytestmark = pytest.mark.skipif(from_authors is None, reason="parcae.py has no from_authors yet")
+from_authors = parcae.from_authors
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures', 'parcae_authors')
 
