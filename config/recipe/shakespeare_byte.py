@@ -1,6 +1,6 @@
 # Tiny Shakespeare bytes on a CPU, cpu_workspace.py's recipe at block 128 and 1000 iterations (at 800 the
 # curves still fell 0.05 bits per 100): the workspace paper's protocol (257 symbols, non-overlapping blocks)
-# for tools/results.py workspace. Not a model: config/results/workspace/*.py name it after their model's config.
+# for python -m tools.results workspace. Not a model: config/results/workspace/*.py name it after their model's config.
 dataset = 'shakespeare_byte'       # python prepare_data.py shakespeare --tokenizer byte
 block_size = 128
 batch_size = 8
