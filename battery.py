@@ -41,6 +41,7 @@ DIGITS = '0123456789'
 SYNTH_CHARS = sorted(set(LETTERS + DIGITS + ' =?+-<>\n'))  # the fixed char alphabet of the battery
 SYNTH_MASK_TOKEN = '_'
 VAL_SEED_OFFSET = 1_000_003
+TEST_SEED_OFFSET = 2_000_029
 
 
 def _words(rng, lo, hi):
@@ -230,25 +231,33 @@ def synthetic_examples(task, n, seed):
     return [ALL_TASKS[task](rng) for _ in range(n)]
 
 
-def synthetic_split(seed, n_train, n_val, tasks=TASKS):
-    """A synthetic dataset's examples: {'train': [(task, prompt, answer, suffix)], 'val': [...]}.
-    Tasks in equal shares; train shuffled by seed; val from seed + VAL_SEED_OFFSET without any
-    example whose text is in train."""
+def synthetic_split(seed, n_train, n_val, tasks=TASKS, n_test=0):
+    """A synthetic dataset's examples: {'train': [(task, prompt, answer, suffix)], 'val': [...]}, and
+    'test' when n_test > 0. Tasks in equal shares; train shuffled by seed; val from seed +
+    VAL_SEED_OFFSET without any example whose text is in train; test from seed + TEST_SEED_OFFSET
+    without any in train or val, so that a verdict read on test was never seen by a choice made on val."""
     def share(n, i):
         return n // len(tasks) + (i < n % len(tasks))
     train = [(t, *ex) for i, t in enumerate(tasks) for ex in synthetic_examples(t, share(n_train, i), seed)]
     random.Random(seed).shuffle(train)
     seen = {''.join(ex[1:]) for ex in train}
-    val = []
-    for i, t in enumerate(tasks):
-        k = share(n_val, i)
-        fresh = [(t, *ex) for ex in synthetic_examples(t, 4 * k + 100, seed + VAL_SEED_OFFSET)
-                 if ''.join(ex) not in seen][:k]
-        if len(fresh) < k:
-            raise ValueError(f'synthetic task {t}: only {len(fresh)} of {k} val examples are not in train')
-        val += fresh
-    random.Random(seed + VAL_SEED_OFFSET).shuffle(val)
-    return {'train': train, 'val': val}
+    out = {'train': train}
+    for split, n, offset in (('val', n_val, VAL_SEED_OFFSET), ('test', n_test, TEST_SEED_OFFSET)):
+        if split == 'test' and n < 1:
+            break
+        held = []
+        for i, t in enumerate(tasks):
+            k = share(n, i)
+            fresh = [(t, *ex) for ex in synthetic_examples(t, 4 * k + 100, seed + offset)
+                     if ''.join(ex) not in seen][:k]
+            if len(fresh) < k:
+                raise ValueError(f'synthetic task {t}: only {len(fresh)} of {k} {split} examples are not in '
+                                 f'{" or ".join(out)}')
+            held += fresh
+        random.Random(seed + offset).shuffle(held)
+        seen |= {''.join(ex[1:]) for ex in held}
+        out[split] = held
+    return out
 
 
 def encode_example(prompt, answer, encode, mask_id=None, suffix=''):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import prepare_data
-from battery import HOP_LETTERS, HOP_QUERIES, HOPS, HOP_TASKS, UP_TO, lookups, suffix_answers, synthetic_examples
+from battery import HOP_LETTERS, HOP_QUERIES, HOPS, HOP_TASKS, UP_TO, lookups, suffix_answers, synthetic_examples, synthetic_split
 from conftest import read_log, run_script, train_script
 
 
@@ -88,6 +88,19 @@ def test_no_later_answer_follows_by_elimination():
     assert 0.4 < repeats / len(examples) < 0.8
 
 
+def test_the_test_split_is_disjoint_and_leaves_train_and_val_as_they_were():
+    # verdicts read test, which no rate choice, curriculum decision or stop rule reads: it must share no
+    # example with train or val, and asking for it must not move a single train or val example
+    without = synthetic_split(1337, 1200, 300, HOP_TASKS)
+    ex = synthetic_split(1337, 1200, 300, HOP_TASKS, n_test=300)
+    assert 'test' not in without and (ex['train'], ex['val']) == (without['train'], without['val'])
+    text = {s: [''.join(e[1:]) for e in ex[s]] for s in ex}
+    assert len(text['test']) == len(set(text['test'])) == 300
+    assert not set(text['test']) & (set(text['train']) | set(text['val']))
+    assert [e[0] for e in ex['test']].count('hop3') == 300 // len(HOP_TASKS)
+    assert synthetic_split(1337, 1200, 300, HOP_TASKS, n_test=300)['test'] == ex['test']
+
+
 @pytest.fixture(scope='module')
 def hops(tmp_path_factory):
     root = str(tmp_path_factory.mktemp('data'))
@@ -142,5 +155,5 @@ def test_answer_loss_falls_below_its_failure_mode(hops, tmp_path):
     # the stream: every val example once, in a window that starts at it (as train.py's do), its own eight answers
     import prepare_data
     val = os.path.join(hops, 'hops', 'val.bin')
-    starts = prepare_data.example_starts(val, [json.load(open(os.path.join(hops, 'hops', 'meta.json')))['stoi']['\n']], 128)
+    starts = data.example_starts(val, [json.load(open(os.path.join(hops, 'hops', 'meta.json')))['stoi']['\n']], 128)
     assert stream['tokens'] == 8 * len(starts) and abs(stream['loss'] - last) < 0.2
