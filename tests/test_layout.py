@@ -11,7 +11,7 @@ from conftest import ROOT
 
 MODEL_FILES = ['parcae.py', 'textnca.py', 'fon.py', 'workspace.py', 'baselines.py']
 DESIGN_CARD = MODEL_FILES + ['configurator.py', 'prepare_data.py', 'train.py', 'sample.py']
-SHARED = ['models.py', 'battery.py', 'run_folder.py', 'data.py']   # each named for what it holds
+SHARED = ['models.py', 'battery.py', 'run_folder.py', 'data.py', 'pretrained.py']   # each named for what it holds
 LONGEST = 80   # lines of a function in train.py, sample.py and tools/
 # functions still over LONGEST, being split elsewhere; this set only ever shrinks (empty it once they are)
 STDLIB_OK = {'math', 'dataclasses', 'typing', 'functools'}
@@ -44,7 +44,7 @@ def imports_of(path):
 
 def test_top_level_is_the_design_card():
     top = sorted(os.path.basename(f) for f in glob.glob(os.path.join(ROOT, '*.py')))
-    assert len(top) <= 13, top
+    assert len(top) <= 14, top
     assert set(DESIGN_CARD) <= set(top) and set(top) <= set(DESIGN_CARD + SHARED), top
     graph = {module_name(p): imports_of(p) for p in python_files()}
     top_modules = {module_name(f) for f in top}

@@ -1,4 +1,4 @@
-"""parcae.from_authors against the authors' own code: tests/fixtures/parcae_authors/ holds two tiny
+"""pretrained.from_authors against the authors' own code: tests/fixtures/parcae_authors/ holds two tiny
 models their code built, saved (config.json, model.pt) and ran (expected.pt: logits at num_recur 1,
 2, 4 and the h_0 each run drew): released/ of the released models' structure, variant/ the other
 mapped paths (SwiGLU, linear injection, untied head, value-embedding gates apart from the tables).
@@ -10,11 +10,8 @@ import os
 import pytest
 import torch
 
-import parcae
 from parcae import parcae_reference
-
-# until parcae.py carries its section "the authors' released weights" (from_authors); remove then
-from_authors = parcae.from_authors
+from pretrained import from_authors
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures', 'parcae_authors')
 

@@ -14,7 +14,7 @@ places apart from the tables). Beside them a tokenizer.json of their tokenizer's
 
 Every parameter is redrawn at a scale where every path matters (their init zeroes the output
 projections), from a fixed seed; their SDPA attention runs (no FlashAttention on a CPU), in float32.
-tests/test_parcae_authors.py loads the result through parcae.from_authors.
+tests/test_parcae_authors.py loads the result through pretrained.from_authors.
 """
 import argparse
 import json
