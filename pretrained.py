@@ -3,6 +3,10 @@ Loading the Parcae authors' released weights (sandyresearch/parcae; SandyResearc
 Hugging Face hub) into parcae.Parcae. Imports torch and parcae; the optional packages a loader needs
 (huggingface_hub, tokenizers) are imported where they are used.
 """
+import dataclasses
+import json
+import os
+
 import torch
 
 from parcae import Parcae, ParcaeConfig, rope_tables
@@ -114,3 +118,100 @@ def from_authors(config, state_dict):
         need(k in sd, f"no state-dict key for Parcae's {k!r}")
     model.load_state_dict(sd)
     return model
+
+
+# ----------------------------------------------------------------------------- a release: a hub repository or a folder
+# As their parcae_lm.from_pretrained reads one: config.json (with _class_name), the state dict in
+# pytorch_model.bin or else model.pt, and their Tokenizer's tokenizer.json beside them. A release
+# becomes the checkpoint dict train.py writes (run_folder.read_checkpoint hands it on), so sample.py,
+# the tools and a fine-tuning run take it where they take an out_dir.
+WEIGHTS = ('pytorch_model.bin', 'model.pt')
+TOKENIZER = 'tokenizer.json'
+
+
+def is_release(path):
+    """hf:OWNER/NAME, or a folder holding the authors' config.json and no ckpt.pt of train.py's."""
+    path = str(path)
+    if path.startswith('hf:'):
+        return True
+    config = os.path.join(path, 'config.json')
+    if not os.path.isdir(path) or os.path.isfile(os.path.join(path, 'ckpt.pt')) or not os.path.isfile(config):
+        return False
+    try:
+        with open(config) as f:
+            return '_class_name' in json.load(f)
+    except (OSError, ValueError):
+        return False
+
+
+def hub_files(repo_id):
+    """{file name: local path} of a hub release, downloaded once into the Hugging Face cache."""
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise ValueError(f"hf:{repo_id} needs the huggingface_hub package: pip install huggingface_hub") from None
+
+    def get(name, needed):
+        try:
+            return hf_hub_download(repo_id, name)
+        except Exception as e:   # offline, no such repository, no such file: the hub says which in many ways
+            if needed:
+                raise ValueError(f"hf:{repo_id}: cannot fetch {needed} ({type(e).__name__}: "
+                                 f"{str(e).splitlines()[0][:160] if str(e) else 'no detail'})") from None
+    files = {'config.json': get('config.json', 'config.json')}
+    weights = get(WEIGHTS[0], None)
+    files.update({WEIGHTS[0]: weights} if weights else {WEIGHTS[1]: get(WEIGHTS[1], ' or '.join(WEIGHTS))})
+    for name in (TOKENIZER, 'tokenizer_config.json'):
+        if path := get(name, None):
+            files[name] = path
+    return files
+
+
+def release_files(source):
+    """{file name: local path} of the files of a release that exist."""
+    if str(source).startswith('hf:'):
+        return hub_files(str(source)[3:])
+    names = ('config.json',) + WEIGHTS + (TOKENIZER, 'tokenizer_config.json')
+    files = {n: os.path.join(source, n) for n in names if os.path.isfile(os.path.join(source, n))}
+    if not any(w in files for w in WEIGHTS):
+        raise ValueError(f"{source} holds no weights (their loader reads {' or '.join(WEIGHTS)})")
+    return files
+
+
+def read_release(source, device='cpu'):
+    """The checkpoint dict of a release, as train.py's: the mapped weights (model), model_name and
+    model_args, an empty training config, iter_num 0, and a meta naming its tokenizer.json."""
+    files = release_files(source)
+    with open(files['config.json']) as f:
+        config = json.load(f)
+    weights = files.get(WEIGHTS[0], files.get(WEIGHTS[1]))
+    try:
+        state_dict = torch.load(weights, map_location='cpu', weights_only=True)
+    except Exception as e:
+        raise ValueError(f"{weights} is unreadable ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})")
+    model = from_authors(config, state_dict)
+    meta = {'tokenizer': TOKENIZER, 'tokenizer_file': files.get(TOKENIZER), 'vocab_size': model.config.vocab_size,
+            'bos_token': None}
+    if 'tokenizer_config.json' in files:   # their eval starts every text with it
+        with open(files['tokenizer_config.json']) as f:
+            bos = json.load(f).get('bos_token')
+        meta['bos_token'] = bos.get('content') if isinstance(bos, dict) else bos
+    return {'model': {k: v.to(device) for k, v in model.state_dict().items()}, 'model_name': 'parcae',
+            'model_args': dataclasses.asdict(model.config), 'config': {'init_from': str(source)}, 'iter_num': 0,
+            'meta': meta, 'release': str(source)}
+
+
+def tokenizer(meta):
+    """(encode, decode, bos_id) of a release's tokenizer.json, through the tokenizers package as their
+    Tokenizer reads it: no special tokens added on encode, none skipped on decode."""
+    if not meta.get('tokenizer_file'):
+        raise ValueError("the release has no tokenizer.json beside its weights")
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise ValueError(f"{meta['tokenizer_file']} needs the tokenizers package: pip install tokenizers") from None
+    tok = Tokenizer.from_file(meta['tokenizer_file'])
+    bos = meta.get('bos_token')
+    bos_id = tok.token_to_id(bos) if bos else None
+    return (lambda s: tok.encode(s, add_special_tokens=False).ids,
+            lambda ids: tok.decode([int(i) for i in ids], skip_special_tokens=False), bos_id)

@@ -22,6 +22,7 @@ import torch
 
 from configurator import ConfigError, fail
 from models import build_model, model_classes, model_fields
+import pretrained
 
 
 class Run:
@@ -291,6 +292,10 @@ def load_start(model, cfg, ckpt):
         load_weights(model, ckpt['model'], os.path.join(cfg['out_dir'], 'ckpt.pt'))
     elif cfg['init_from'] != 'scratch':
         src = read_checkpoint(cfg['init_from'])
+        if src.get('release'):   # their weights read the ids of their tokenizer.json, which no dataset here has
+            raise ConfigError(f"init_from={cfg['init_from']} is a release of the Parcae authors: sample.py and "
+                              f"tools.lambada read it, but a fine-tune needs data tokenized by its tokenizer.json, "
+                              f"and prepare_data.py tokenizes with gpt2, byte or char")
         if src['model_name'] != cfg['model']:
             raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
         load_weights(model, src['model'], cfg['init_from'])
@@ -531,7 +536,13 @@ CKPT_KEYS = ('model', 'model_name', 'model_args', 'config', 'iter_num')
 
 def read_checkpoint(path, device='cpu'):
     """The checkpoint dict in an out_dir or a ckpt.pt file; a file torch cannot read, or one
-    train.py did not write, is one line."""
+    train.py did not write, is one line. hf:OWNER/NAME or a folder of the Parcae authors' format
+    reads as one (pretrained.read_release)."""
+    if pretrained.is_release(path):
+        try:
+            return pretrained.read_release(path, device)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     if os.path.isdir(path):
         path = os.path.join(path, 'ckpt.pt')
     if not os.path.isfile(path):

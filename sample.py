@@ -37,9 +37,11 @@ from prepare_data import DataError, get_tokenizer, tokenizer_problem
 from models import DEPTH_KNOBS, check_device, check_knobs, resolve_device
 import run_folder
 from run_folder import load_checkpoint
+from pretrained import tokenizer as pretrained_tokenizer
 
 DEFAULTS = dict(
     out_dir='out',
+    init_from='',              # '' (out_dir's checkpoint) | hf:OWNER/NAME | a folder: the Parcae authors' released weights
     start='\n',                # text, or FILE:path (FILE:/dev/stdin reads standard input)
     num_samples=1,
     max_new_tokens=200,
@@ -405,7 +407,7 @@ def sample_device(device, trained):
 def load_model(args):
     """The run's model, moved to the device it samples on (args['device'] becomes that device), its
     checkpoint, and the autocast context of args['dtype'] there."""
-    model, ckpt = load_checkpoint(args['out_dir'], 'cpu')
+    model, ckpt = load_checkpoint(args['init_from'] or args['out_dir'], 'cpu')
     args['device'], note = sample_device(args['device'], ckpt['config'].get('device'))
     if note:
         print(note, file=sys.stderr)
@@ -438,12 +440,20 @@ def read_tokenizer(model, ckpt, out_dir):
     """(meta, encode, decode) of the checkpoint's tokenizer; encode(text, what) stops with one line
     on text the tokenizer cannot encode or ids the model has no row for."""
     meta = ckpt.get('meta')
-    if not isinstance(meta, dict) or 'tokenizer' not in meta:
+    if ckpt.get('release'):   # the authors' tokenizer.json (pretrained.read_release)
+        try:
+            encode_raw, decode, _ = pretrained_tokenizer(meta)
+        except ValueError as e:   # no tokenizer.json, or no tokenizers package
+            raise ConfigError(str(e)) from None
+        print(f"{ckpt['release']}: Parcae of {model.num_params() / 1e6:.1f}M parameters, tokenizer "
+              f"{meta['tokenizer_file']}", file=sys.stderr)
+    elif not isinstance(meta, dict) or 'tokenizer' not in meta:
         raise ConfigError(f"the checkpoint in {out_dir} carries no tokenizer (meta['tokenizer']): "
                           f"it was trained on data whose meta.json does not name one")
-    if tokenizer_problem(meta):
+    elif tokenizer_problem(meta):
         raise ConfigError(f"the checkpoint in {out_dir} cannot decode: its meta {tokenizer_problem(meta)}")
-    encode_raw, decode = get_tokenizer(meta)
+    else:
+        encode_raw, decode = get_tokenizer(meta)
 
     def encode(text, what):  # characters outside a char vocabulary: one line, not a traceback
         try:

@@ -49,7 +49,7 @@ def test_their_weights_give_their_logits_at_each_depth(name, monkeypatch, T):
     tol = tolerance(model, T, want.abs().max().item())
     with torch.no_grad():
         ref = parcae_reference(model, idx, T, h0=h0)
-        monkeypatch.setattr(model, '_initial_state', lambda B, L, device, offset=0: h0[:, offset:offset + L].clone())
+        monkeypatch.setattr(model, '_initial_state', lambda B, L, device, offset=0, **_: h0[:, offset:offset + L].clone())
         fwd, _ = model(idx, num_recur=T)
         state = model.decode_init(idx.shape[0], idx.device, num_recur=T)
         dec = torch.stack([model.decode_step(idx[:, t], state)[0] for t in range(idx.shape[1])], dim=1)
