@@ -208,14 +208,15 @@ def defaults_of(namespace):
 CHECKS = {  # what train.py can run with: a kind of RANGES -> its keys
     'positive': ('batch_size', 'block_size', 'gradient_accumulation_steps', 'eval_interval', 'log_interval', 'eval_iters',
                  'hole_stride', 'learning_rate', 'eps', 'n_layer', 'n_head', 'n_embd', 'vocab_size', 'lr_decay_iters',
-                 'muon_lr'),
+                 'muon_lr', 'dist_timeout_s'),
     'non_negative': ('max_iters', 'warmup_iters', 'min_lr', 'weight_decay', 'grad_clip', 'muon_momentum', 'muon_weight_decay'),
     'fraction': ('p_synth', 'p_fill', 'p_hole', 'cooldown_frac', 'dropout'),
     'below_one': ('beta1', 'beta2'),
 }
 CHOICES = {'sampler': ('random', 'blocks'), 'schedule': ('cosine', 'constant', 'trapezoid'), 'optimizer': ('adamw', 'muon'),
            'muon_variant': ('torch', 'parcae'), 'loss_on': ('all', 'answers')}
-NONE_OR = {'compile': bool, 'tf32': bool, 'mask_id': int, 'vocab_size': int, 'lr_decay_iters': int, 'muon_lr': (int, float)}
+NONE_OR = {'compile': bool, 'tf32': bool, 'mask_id': int, 'vocab_size': int, 'lr_decay_iters': int, 'muon_lr': (int, float),
+           'micro_batch_size': int}
 
 
 def check_settings(cfg):
@@ -225,6 +226,11 @@ def check_settings(cfg):
         raise ConfigError(f"mask_id must be None or a token id >= 0, got {cfg['mask_id']!r}")
     if not cfg['out_dir']:
         raise ConfigError("out_dir must name a folder, got ''")
+    mb = cfg.get('micro_batch_size')
+    if mb is not None and (mb < 1 or cfg['batch_size'] % mb):
+        divisors = [d for d in range(1, cfg['batch_size'] + 1) if cfg['batch_size'] % d == 0]
+        raise ConfigError(f"micro_batch_size must be None or divide batch_size={cfg['batch_size']} (it splits each "
+                          f"process's sequences into micro-steps of that many): {', '.join(map(str, divisors))}; got {mb!r}")
     if not cfg['causal']:    # a BERT-style encoder: full attention, trained at holes only
         if cfg['model'] != 'gpt':
             raise ConfigError(f"causal=False needs model 'gpt' (full attention; the {cfg['model']} model has no "

@@ -146,12 +146,14 @@ def draw_batch(split, it, micro, cfg, streams, mask, rank=0, world=1):
 def split_batch(cfg, world):
     """(micro-batch, micro-steps) per process so that an iteration holds batch_size *
     gradient_accumulation_steps sequences over `world` processes: the largest micro-batch up to
-    batch_size that divides a process's share. None when the sequences do not divide by world."""
+    micro_batch_size (None: batch_size) that divides a process's share. None when the sequences
+    do not divide by world."""
     seqs = cfg['batch_size'] * cfg['gradient_accumulation_steps']
     if seqs % world:
         return None
     share = seqs // world
-    batch = max(b for b in range(1, min(cfg['batch_size'], share) + 1) if share % b == 0)
+    cap = cfg.get('micro_batch_size') or cfg['batch_size']
+    batch = max(b for b in range(1, min(cap, share) + 1) if share % b == 0)
     return batch, share // batch
 
 

@@ -5,12 +5,14 @@ device and dtype it runs on, the MFU denominator, the peak memory of a training 
 dry run that prints it), and the CPU threads of a run.
 """
 import dataclasses
+import inspect
 import os
 import time
 import weakref
 from contextlib import nullcontext
 
 import torch
+import torch.utils.checkpoint
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from baselines import GPT, GPTConfig, Mamba2, Mamba2Config
@@ -52,13 +54,53 @@ def model_fields(name):
 
 
 def build_model(name, cfg):
-    """The model named `name`, its config built from the entries of cfg that are its fields."""
+    """The model named `name`, its config built from the entries of cfg that are its fields; with
+    grad_checkpoint, its blocks recompute their activations in backward."""
     cls, cfg_cls = model_classes(name)
     names = {f.name for f in dataclasses.fields(cfg_cls)}
     try:
-        return cls(cfg_cls(**{k: v for k, v in cfg.items() if k in names}))
+        model = cls(cfg_cls(**{k: v for k, v in cfg.items() if k in names}))
     except (ValueError, TypeError, AssertionError, ZeroDivisionError, RuntimeError) as e:
         raise ConfigError(f"invalid {name} config: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    if cfg.get('grad_checkpoint') and 'grad_checkpoint' not in names:   # TextNCA checkpoints its own steps
+        if name not in CHECKPOINTED:
+            raise ConfigError(f"grad_checkpoint=True: the {name} model has no blocks to recompute (it applies to "
+                              f"{', '.join(sorted(CHECKPOINTED))} and textnca)")
+        for block in CHECKPOINTED[name](model):
+            checkpointed(block)
+    return model
+
+
+CHECKPOINTED = {  # the blocks grad_checkpoint recomputes in backward: each block's inputs are all it keeps
+    'gpt': lambda m: m.transformer.h,
+    'parcae': lambda m: [*m.prelude, *m.recur, *m.coda],
+    'workspace': lambda m: [m.block],     # the shared block, once per round
+    'mamba2': lambda m: m.layers,
+}
+
+
+def checkpointed(block):
+    """block's forward, in a training step with gradients, through torch.utils.checkpoint (non-
+    reentrant): its activations are recomputed in backward, not kept; elsewhere (eval, no_grad
+    steps, decoding) as it was."""
+    forward = block.forward
+
+    def run(*args, **kw):
+        if block.training and torch.is_grad_enabled():
+            return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kw)
+        return forward(*args, **kw)
+    block.forward = run
+
+
+def seeded_draws(model):
+    """How a model's training draws follow the trainer's per-sequence seeds (forward(seeds=...)):
+    'sequence' (each sequence's from its own seed: Parcae's depth and h_0), 'batch' (one draw per
+    micro-batch, from its first seed: Parcae's per_batch depth, TextNCA's stochastic_Ts), None (the
+    forward takes no seeds)."""
+    if 'seeds' not in inspect.signature(model.forward).parameters:
+        return None
+    c = model.config
+    return 'batch' if getattr(c, 'depth_sampling', None) == 'per_batch' or getattr(c, 'stochastic_Ts', ()) else 'sequence'
 
 
 DEPTH_KNOBS = ('num_recur', 'Ts', 'rounds')   # loop depths: Parcae's recurrences, TextNCA's NCA steps, the workspace's rounds
@@ -417,14 +459,16 @@ def cpu_threads(read=lambda: open('/proc/stat').read(), wait=0.2):
     return f"{n} CPU thread(s) of {cores} cores, {idle:.1f} of them idle now (set OMP_NUM_THREADS to choose)"
 
 
-def print_sizes(cfg, micro_batch, accum, world, configure_optimizers):
-    """Parameters, FLOPs and the peak training memory of a config on one GPU (micro_batch x accum
-    micro-steps per process, of world), built and run on the meta device: no data, no memory."""
+def print_sizes(cfg, world, split, configure_optimizers):
+    """Parameters, FLOPs and the peak training memory of a config on one GPU of world (split: train's
+    (cfg, world) -> (micro-batch, micro-steps) per process), built and run on the meta device: no
+    data, no memory. Where it does not fit 80 GB, the micro_batch_size that does."""
     with torch.device('meta'):
         m = build_model(cfg['model'], cfg)
     print(f"model: {cfg['model']}")
     print(f"parameters: {m.num_params()}")
     print(f"flops_per_token: {m.flops_per_token(cfg['block_size']):.0f}")
+    micro_batch, accum = split(cfg, world)
     try:
         mem = estimate_memory(cfg, micro_batch, accum, configure_optimizers)
     except (RuntimeError, NotImplementedError) as e:   # an op the meta device cannot run (a value read back)
@@ -436,16 +480,45 @@ def print_sizes(cfg, micro_batch, accum, world, configure_optimizers):
     opt = '; '.join(f"{k} {gb(v)}: {kept.get(k, 'its states')}" for k, v in mem['optimizers'].items())
     print(f"peak training memory per GPU (estimated: one step run on the meta device, eager, "
           f"{str(mem['dtype'])[6:]}{' autocast' if mem['dtype'] != torch.float32 else ''}, "
-          f"micro-batch {micro_batch} x {cfg['block_size']} tokens, {accum} micro-step(s), world {world}):")
+          f"micro-batch {micro_batch} x {cfg['block_size']} tokens, {accum} micro-step(s), world {world}"
+          f"{', activation checkpointing' if cfg.get('grad_checkpoint') else ''}):")
     print(f"  weights: {gb(mem['weights'])} (fp32)")
     print(f"  gradients: {gb(mem['gradients'])} (fp32; {gb(mem['grads_at_peak'])} of them held at the peak)")
     print(f"  optimizer states: {gb(mem['optimizer'])} ({opt})")
     print(f"  activations: {gb(mem['activations'])} (held at the peak, in the {mem['phase']}; "
           f"{gb(mem['saved'])} kept by the forward for backward)")
     print(f"  total: {gb(mem['total'])} (weights + optimizer states + activations + gradients held at the peak)")
+    ddp = world > 1
     print(f"  under torchrun: + {gb(mem['gradients'])} for DDP's gradient buckets (a copy of the gradients), "
-          f"{gb(mem['total'] + mem['gradients'])} per GPU")
+          f"{gb(per_gpu(mem, True))} per GPU{' (the verdict below counts them: world ' + str(world) + ')' if ddp else ''}")
     print("  with torch.compile: not estimated: inductor decides when compiling which activations to keep "
           "and which to recompute in backward, and fuses elementwise ops, so its peak is usually below eager's")
-    fits = ['yes' if mem['total'] <= 0.9 * cap * 2 ** 30 else 'no' for cap in (40, 80)]
+    fits = ['yes' if per_gpu(mem, ddp) <= usable(cap) else 'no' for cap in (40, 80)]
     print(f"fits on a 40 GB / 80 GB GPU: {fits[0]} / {fits[1]} (keeping 10% for the CUDA context and the allocator)")
+    if fits[1] == 'no':
+        print(smaller_micro_batch(cfg, world, split, configure_optimizers, mem, micro_batch))
+
+
+def usable(cap_gb):
+    return 0.9 * cap_gb * 2 ** 30
+
+
+def per_gpu(mem, ddp):
+    """The estimated peak per GPU; under DDP its gradient buckets (a copy of the gradients) too."""
+    return mem['total'] + (mem['gradients'] if ddp else 0)
+
+
+def smaller_micro_batch(cfg, world, split, configure_optimizers, mem, micro_batch):
+    """The line that names the largest micro_batch_size whose step fits 80 GB: activations scale
+    with the micro-batch, the rest does not; the guess is checked by estimating it."""
+    fixed = per_gpu(mem, world > 1) - mem['activations']
+    for b in sorted((d for d in range(1, micro_batch) if cfg['batch_size'] % d == 0), reverse=True):
+        if fixed + mem['activations'] * b / micro_batch > usable(80):
+            continue
+        c = {**cfg, 'micro_batch_size': b}
+        est = estimate_memory(c, *split(c, world), configure_optimizers)
+        if per_gpu(est, world > 1) <= usable(80):
+            return (f"fits 80 GB with --micro_batch_size={b} (estimated {per_gpu(est, world > 1) / 2 ** 30:.2f} GB "
+                    f"per GPU; the same iteration in more micro-steps)")
+    return ("no micro_batch_size fits 80 GB: weights, gradients and optimizer states alone take "
+            f"{fixed / 2 ** 30:.2f} GB per GPU; activation checkpointing (grad_checkpoint=True) or more GPUs may")

@@ -356,28 +356,27 @@ def loop_per_sequence(model, h, u, A_bar, ves, cos, sin, T_i, k_i):
 
 
 @torch.compiler.disable(recursive=False)
-def recur(model, u, ves, A_bar, cos, sin, num_recur):
+def recur(model, u, ves, A_bar, cos, sin, num_recur, seeds=None):
     """Draws the depths and runs the loop from the input term u = B_bar e (B, L, d) and the
     recurrent layers' value embeddings; returns h_T (B, L, d) in the batch's order. A batch at one
     depth (eval, a given num_recur, fixed or per-batch sampling) runs loop; per-sequence depths run
-    loop_per_sequence on the batch sorted by depth."""
+    loop_per_sequence on the batch sorted by depth. seeds: Parcae.forward's."""
     cfg, B = model.config, u.shape[0]
     if model.training:
-        depths = model.sample_depths(B) if num_recur is None else [num_recur] * B
+        depths = model.sample_depths(B, seeds) if num_recur is None else [num_recur] * B
         k_i = [min(t, cfg.mean_backprop_depth) for t in depths]
     else:  # eval: fixed depth, ordinary autograd through every step
-        depths = [cfg.mean_recurrence if num_recur is None else num_recur] * B
-        k_i = depths
+        depths = k_i = [cfg.mean_recurrence if num_recur is None else num_recur] * B
     perm = None
     if len(set(depths)) == 1:
-        h0 = model._initial_state(B, u.shape[1], u.device).to(u.dtype)
+        h0 = model._initial_state(B, u.shape[1], u.device, seeds=seeds).to(u.dtype)
         h, h_prev = loop(model, h0, u, A_bar, ves, cos, sin, depths[0], k_i[0])
     else:
         order = sorted(range(B), key=lambda i: -depths[i])
         # pinned and non-blocking: a pageable copy would wait for the device's queue every forward
         perm = torch.tensor(order, pin_memory=u.is_cuda).to(u.device, non_blocking=True)
         u, ves = u[perm], [None if v is None else v[perm] for v in ves]
-        h0 = model._initial_state(B, u.shape[1], u.device).to(u.dtype)  # i.i.d. rows, taken in the sorted order
+        h0 = model._initial_state(B, u.shape[1], u.device, seeds=seeds and [seeds[i] for i in order]).to(u.dtype)
         h, h_prev = loop_per_sequence(model, h0, u, A_bar, ves, cos, sin, [depths[i] for i in order],
                                       [k_i[i] for i in order])
     if model.training:  # paper A.2: recurrent residual ||h_T - h_{T-1}|| and state norm ||h_T||
@@ -466,17 +465,17 @@ class Parcae(nn.Module):
             x = block(x, cos, sin, self._value_embed(first + i, idx), None if caches is None else caches[i])
         return self.lm_head(self.ln_f(x))                                   # (B, L, vocab)
 
-    def forward(self, idx, targets=None, num_recur=None):
+    def forward(self, idx, targets=None, num_recur=None, seeds=None):
         """The logits, and the loss when targets are given. num_recur is the loop depth T. Without
         it, training draws the depths (sample_depths) and eval runs mean_recurrence steps. With it,
         every sequence runs T steps; in training the gradient still flows through the last
-        min(T, mean_backprop_depth) of them only."""
+        min(T, mean_backprop_depth) of them only. seeds: one a sequence (the trainer's), what its depth and h_0 come from."""
         cos, sin = rope_tables(idx.shape[1], self.config.head_dim, self.config.rope_base, idx.device)
         e = self._prelude(idx, cos, sin)                                    # (B, L, d)
         # what the loop reads and never changes, computed here, inside the compiled graph
         A_bar, u = self.injection.loop_constants(e)                         # (d,) or None, (B, L, d)
         ves = [self._value_embed(self.config.n_prelude + i, idx) for i in range(self.config.n_recur_layers)]
-        h = recur(self, u, ves, A_bar, cos, sin, num_recur)                 # h_T, (B, L, d)
+        h = recur(self, u, ves, A_bar, cos, sin, num_recur, None if seeds is None else seeds.tolist())  # h_T, (B, L, d)
         logits = self._coda(h, idx, cos, sin)
         loss = None
         if targets is not None:
@@ -486,23 +485,26 @@ class Parcae(nn.Module):
     # --- the training depths and h_0, host-side: the fast path calls them outside the compiled graphs
 
     @torch.compiler.disable  # host-side draws: traced, they were a graph broken at .tolist()
-    def sample_depths(self, batch_size):
+    def sample_depths(self, batch_size, seeds=None):
         """The training depths T_i, as Python ints. 'per_sequence' (section 4.2) draws each from a
         Poisson with mean mean_recurrence, clipped to [1, max_recurrence]; 'per_batch' draws one
-        such depth for the whole micro-batch; 'fixed' gives every sequence mean_recurrence."""
+        such depth for the whole micro-batch (seeds: from seeds[i], or the first); 'fixed': mean_recurrence."""
         cfg = self.config
         if cfg.depth_sampling == 'fixed':
             return [cfg.mean_recurrence] * batch_size
         size = batch_size if cfg.depth_sampling == 'per_sequence' else 1
-        T = torch.poisson(torch.full((size,), float(cfg.mean_recurrence))).clamp(1, cfg.max_recurrence)
-        T = [int(t) for t in T.tolist()]
+        gens = [torch.Generator().manual_seed(s) for s in seeds[:size]] if seeds else [None] * size
+        T = [int(torch.poisson(torch.tensor([cfg.mean_recurrence * 1.0]), g).clamp(1, cfg.max_recurrence)) for g in gens]
         return T if size == batch_size else T * batch_size
 
     @torch.compiler.disable
-    def _initial_state(self, B, T, device, offset=0):
+    def _initial_state(self, B, T, device, offset=0, seeds=None):
         d, std = self.config.n_embd, self.std
         if self.training:
-            return nn.init.trunc_normal_(torch.empty(B, T, d, device=device), std=std, a=-3 * std, b=3 * std)
+            h = torch.empty(B, T, d, device=device)   # with seeds, row i from a generator of seeds[i], on the device
+            for r, g in zip(h if seeds else [h], [torch.Generator(device).manual_seed(s) for s in seeds] if seeds else [None]):
+                nn.init.trunc_normal_(r, std=std, a=-3 * std, b=3 * std, generator=g)
+            return h
         if device not in self._h0_eval:  # fixed table, one row per position
             g = torch.Generator().manual_seed(0)
             table = torch.randn(self.config.block_size, d, generator=g).clamp_(-3, 3) * std

@@ -21,7 +21,7 @@ import time
 import torch
 
 from configurator import ConfigError, fail
-from models import build_model, model_classes, model_fields
+from models import build_model, model_classes, model_fields, seeded_draws
 import pretrained
 
 
@@ -313,15 +313,15 @@ def restore_states(opts, scaler, ckpt, path):
         scaler.load_state_dict(ckpt['scaler'])
 
 
-def draws_randomness(model, x, y):
-    """Whether a training forward of model draws from torch's global generators (dropout, Parcae's
-    sampled depth and h_0, TextNCA's sampled steps); the generators are left as they were."""
+def draws_randomness(model, x, y, kw=None):
+    """Whether a training forward of model draws from torch's global generators (dropout; a model's
+    sampled depths or steps where it is given no seeds); the generators are left as they were."""
     dev = next(model.parameters()).device
     cuda = dev.type == 'cuda'
     before = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if cuda else None)
     model.train()
     with torch.no_grad():
-        model(x.to(dev), y.to(dev))
+        model(x.to(dev), y.to(dev), **(kw or {}))
     after = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if cuda else None)
     torch.set_rng_state(before[0])
     if cuda:
@@ -329,17 +329,27 @@ def draws_randomness(model, x, y):
     return not torch.equal(before[0], after[0]) or (cuda and not torch.equal(before[1], after[1]))
 
 
-def check_world(cfg, given, ckpt, model, xy, world):
-    """A resume at another world size sees the same batches (a function of the iteration alone);
-    what it cannot keep is a model's own random draws, made per process from each rank's generator:
-    such a run resumes only at its own world size."""
+def check_world(cfg, given, ckpt, model, xy, world, micro_batches=(None, None)):
+    """A resume at another world size sees the same batches (a function of the iteration alone), and
+    a model's seeded draws (Parcae's depths and h_0, TextNCA's steps: models.seeded_draws) follow
+    each sequence's seed. What it cannot keep: draws from each process's own generator (dropout),
+    and one draw per micro-batch where the micro-batch size (then, now) changes. Such a run resumes
+    at its own world size."""
     then = len(ckpt['rng'])
-    if then == world or not draws_randomness(model, xy[0][:1], xy[1][:1]):
+    seeded = seeded_draws(model)
+    kw = {'seeds': torch.zeros(1, dtype=torch.long)} if seeded else {}
+    if then == world:
+        return
+    if draws_randomness(model, xy[0][:1], xy[1][:1], kw):
+        why = "draws random numbers in training (dropout) from each process's generator, so they would change"
+    elif seeded == 'batch' and micro_batches[0] != micro_batches[1]:
+        why = (f"draws one depth or step count per micro-batch, and the micro-batch would be {micro_batches[1]} "
+               f"sequences, not {micro_batches[0]}, so they would change")
+    else:
         return
     raise ConfigError(f"{os.path.join(cfg['out_dir'], 'ckpt.pt')} was trained by {then} process(es) and this resume runs "
-                      f"{world}: the batches would be the same, but this {cfg['model']} model draws random numbers in "
-                      f"training (dropout, sampled depths or noise) from each process's generator, so they would "
-                      f"change; resume it as it ran: {resume_command(cfg, given.argv, then)}")
+                      f"{world}: the batches would be the same, but this {cfg['model']} model {why}; "
+                      f"resume it as it ran: {resume_command(cfg, given.argv, then)}")
 
 
 def run_model(out_dir):

@@ -456,8 +456,11 @@ class Readout(nn.Module):
 # ----------------------------------------------------------------------------------------
 
 @torch.compiler.disable  # a Python int: torch.compile keeps one graph per Ts value
-def draw(choices):
-    return choices[int(torch.randint(len(choices), ()))]
+def draw(choices, seeds=None):
+    """One of choices: from the generator of the batch's first sequence seed where the trainer
+    passes seeds (a function of the iteration, not of the process), else torch's global one."""
+    g = None if seeds is None else torch.Generator().manual_seed(int(seeds[0]))
+    return choices[int(torch.randint(len(choices), (), generator=g))]
 
 
 class TextNCA(nn.Module):
@@ -528,11 +531,11 @@ class TextNCA(nn.Module):
         sinusoid = torch.stack([torch.sin(n * inv_freq), torch.cos(n * inv_freq)], -1).view(d)
         return sinusoid * (INIT_STD * math.sqrt(2) * self.emb_scale)   # the rms of a fresh embedding row
 
-    def choose_Ts(self, Ts):
+    def choose_Ts(self, Ts, seeds=None):
         cfg = self.config
         if Ts is None:
             if self.training and cfg.stochastic_Ts:
-                Ts = draw(cfg.stochastic_Ts)
+                Ts = draw(cfg.stochastic_Ts, seeds)
             else:
                 Ts = cfg.Ts
         if Ts < 1:
@@ -567,8 +570,8 @@ class TextNCA(nn.Module):
             h = self.readout(h, cache)
         return self.lm_head(self.ln_f(h))                                   # (B, T, vocab)
 
-    def forward(self, idx, targets=None, Ts=None):
-        Ts = self.choose_Ts(Ts)  # here: a graph break inside the generator would split every step
+    def forward(self, idx, targets=None, Ts=None, seeds=None):
+        Ts = self.choose_Ts(Ts, seeds)  # here: a graph break inside the generator would split every step
         for _, _, h, _ in self.nca_steps(idx, Ts):
             pass
         logits = self.head(h)

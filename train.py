@@ -13,7 +13,8 @@ model(x, y, **kw) -> (logits, loss).
 A config file is plain Python assignments to the keys below or to fields of the chosen model's
 config dataclass. One iteration sees batch_size * gradient_accumulation_steps sequences of
 block_size tokens on any number of processes: torchrun shares them out (gradient_accumulation_steps
-/ world_size micro-steps each, as in nanoGPT, or smaller micro-batches where that does not divide).
+/ world_size micro-steps each, as in nanoGPT, or smaller micro-batches where that does not divide);
+micro_batch_size caps the sequences a process runs at once (more micro-steps, the same iteration).
 
 A new run never replaces a trained one: into an out_dir that holds ckpt.pt it needs
 --init_from=resume (continue), another --out_dir, or --overwrite=True. --eval_only=True writes nothing.
@@ -22,12 +23,14 @@ ChildFailedError report, which repeats the exit code only. Ctrl-C, SIGTERM (a sc
 job) and SIGHUP stop with one line that names the iteration and the command that continues (exit
 130, 143, 129).
 """
+import datetime
 import json
 import math
 import os
 import sys
 import time
 import types
+import zlib
 
 import torch
 
@@ -35,7 +38,7 @@ import run_folder
 from configurator import ConfigError, check, check_settings, defaults_of, fail, parse_args
 from data import check_dataset, draw_batch, get_batch, load_data, split_batch
 from models import (OPTIMIZERS, build_model, check_device, cpu_threads, model_classes, model_fields, peak_flops,
-                    print_sizes, resolve_device, spec_peak_flops, use_tf32)
+                    print_sizes, resolve_device, seeded_draws, spec_peak_flops, use_tf32)
 from prepare_data import dataset_vocab, read_meta
 
 # ----------------------------------------------------------------------------- defaults
@@ -59,6 +62,7 @@ dataset = 'synthetic'
 batch_size = 16
 block_size = 128
 gradient_accumulation_steps = 1
+micro_batch_size = None      # sequences per forward/backward (None: batch_size): memory only, the iteration is the same
 # model: any field of the model's config dataclass may be set too; these shape defaults apply
 # to every model that has such a field
 model = 'gpt'
@@ -67,6 +71,7 @@ n_layer = 4
 n_head = 4
 n_embd = 128
 dropout = 0.0
+grad_checkpoint = False      # recompute each block's activations in backward (torch.utils.checkpoint): memory for FLOPs
 # optimizer
 optimizer = 'adamw'          # 'adamw' | 'muon' (Muon for hidden 2-D matrices, AdamW for the rest)
 learning_rate = 1e-3
@@ -89,6 +94,7 @@ cooldown_frac = 0.5          # trapezoid: the last fraction of max_iters decays 
 device = 'auto'              # 'auto' | 'cpu' | 'cuda' | 'cuda:1' | 'mps'
 dtype = 'auto'               # 'auto' (bf16 on CUDA, else fp32) | 'float32' | 'bfloat16' | 'float16'
 compile = None               # None: on for CUDA
+dist_timeout_s = 1800        # torchrun: how long a collective waits for a rank before the run fails
 tf32 = None                  # CUDA TF32 matmuls; None: on unless dtype is 'float32' (then true FP32)
 # FON recipe (Sections 3-4): synthetic sequences mixed into pretraining, then hole fine-tuning
 p_synth = 0.0                # probability that a sequence comes from synth_dataset (same tokenizer)
@@ -116,6 +122,18 @@ DEFAULTS = defaults_of(globals())
 # get_batch('train', it, micro, data) -> (x, y, kw) on the device: a micro-step's inputs, targets and
 # the forward's keywords (FON's holes; a causal=False run's full attention), drawn by data.draw_batch
 # as a function of the iteration alone; load_data opens and checks the streams it reads.
+
+
+def train_batch(it, micro, data, env, seeded):
+    """get_batch's training micro-step, with the seeds of its sequences where the model draws from
+    them (seeded: models.seeded_draws): seed i is a function of (seed, it, the sequence's index in the
+    iteration), so a model's draws are the same at any world size and micro-batch split."""
+    x, y, kw = get_batch('train', it, micro, data)
+    if seeded:
+        first = (env.rank * env.accum + micro) * env.micro_batch    # draw_batch's rows
+        kw = {**kw, 'seeds': torch.tensor([zlib.crc32(repr((data.cfg['seed'], 'draws', it, i)).encode())
+                                           for i in range(first, first + len(x))])}
+    return x, y, kw
 
 
 # ----------------------------------------------------------------------------- optimizers and their schedule
@@ -207,7 +225,8 @@ def train(argv, run):
 
     model.train()
     first_iter = iter_num
-    batch = get_batch('train', iter_num, 0, data) if iter_num < cfg['max_iters'] else None
+    seeded = seeded_draws(raw_model) is not None
+    batch = train_batch(iter_num, 0, data, env, seeded) if iter_num < cfg['max_iters'] else None
     while True:
         run.iter = iter_num
         lr = set_schedule(opts, iter_num, cfg)
@@ -234,7 +253,7 @@ def train(argv, run):
             # the next micro-step's batch (after the last, the next iteration's first) is read and sent
             # while the device runs this step, as nanoGPT does; a batch depends only on where it falls
             it, m = (iter_num, micro + 1) if micro + 1 < env.accum else (iter_num + 1, 0)
-            batch = get_batch('train', it, m, data) if it < cfg['max_iters'] else None
+            batch = train_batch(it, m, data, env, seeded) if it < cfg['max_iters'] else None
             scaler.scale(loss).backward()
         norm = None
         if cfg['grad_clip'] > 0:
@@ -322,7 +341,8 @@ def setup(cfg, given, run):
     except ConfigError as e:
         fail(e)
     if ddp:
-        torch.distributed.init_process_group(backend='nccl' if dev.startswith('cuda') else 'gloo')
+        torch.distributed.init_process_group(backend='nccl' if dev.startswith('cuda') else 'gloo',
+                                             timeout=datetime.timedelta(seconds=cfg['dist_timeout_s']))
         if dev.startswith('cuda'):
             torch.cuda.set_device(dev)
     micro_batch, accum = split_batch(cfg, world)
@@ -359,7 +379,8 @@ def build(cfg, env, ckpt, run):
             run_folder.restore_states(opts, scaler, ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'))
             if not cfg['eval_only']:
                 xy = draw_batch('train', ckpt['iter_num'], 0, cfg, data.streams, data.mask)[:2]
-                run_folder.check_world(cfg, run.given, ckpt, raw_model, xy, env.world)
+                then = split_batch(cfg, len(ckpt['rng']))
+                run_folder.check_world(cfg, run.given, ckpt, raw_model, xy, env.world, (then and then[0], env.micro_batch))
     except ConfigError as e:
         err = str(e)
     try:
@@ -392,8 +413,9 @@ def wrap(raw_model, env):
     if env.ddp:
         # a model whose parts sit out some steps (FON's revision organ without holes) says so
         unused = getattr(raw_model, 'ddp_find_unused_parameters', False)
+        # gradients as views of the buckets: no second copy of the gradients
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[env.local_rank] if env.device_type == 'cuda'
-                                                          else None, find_unused_parameters=unused)
+                                                          else None, find_unused_parameters=unused, gradient_as_bucket_view=True)
     return model
 
 
@@ -522,7 +544,7 @@ def dry(cfg, given):
         world = int(os.environ.get('WORLD_SIZE', 1))
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world, given))
-        print_sizes(cfg, *split_batch(cfg, world), world, configure_optimizers)
+        print_sizes(cfg, world, split_batch, configure_optimizers)
     except ConfigError as e:
         fail(e)
 

@@ -15,3 +15,4 @@ norm = 'rms'
 fused_qkv = False          # separate q, k, v as nanochat: Muon orthogonalises each (Table 20)
 dropout = 0.0
 init = 'scaled_zero'       # Table 18: the baselines start from Parcae's own init
+micro_batch_size = 32       # per forward on a GPU: the dry run under torchrun (WORLD_SIZE=8) says it fits 80 GB

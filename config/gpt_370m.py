@@ -6,3 +6,4 @@ n_embd = 1024
 n_head = 8
 n_layer = 12
 max_iters = 56458        # 29.6B / (256 * 2048)
+micro_batch_size = 16       # per forward on a GPU: the dry run under torchrun (WORLD_SIZE=8) says it fits 80 GB

@@ -7,3 +7,4 @@ n_head = 10
 n_layer = 18
 max_iters = 117493        # 61.6B / (256 * 2048)
 learning_rate = 6e-3       # AdamW
+micro_batch_size = 16       # per forward on a GPU: the dry run under torchrun (WORLD_SIZE=8) says it fits 80 GB

@@ -19,3 +19,4 @@ readout = True
 mean_recurrence = 8
 mean_backprop_depth = 4
 depth_sampling = 'per_sequence'
+micro_batch_size = 32       # per forward on a GPU: the dry run under torchrun (WORLD_SIZE=8) says it fits 80 GB

@@ -11,3 +11,4 @@ batch_size = 8
 gradient_accumulation_steps = 32
 max_iters = 198364        # 104B / (256 * 2048)
 learning_rate = 6e-3       # AdamW
+micro_batch_size = 4       # per forward on a GPU: the dry run under torchrun (WORLD_SIZE=8) says it fits 80 GB

@@ -10,3 +10,4 @@ n_coda = 4
 batch_size = 16
 gradient_accumulation_steps = 16
 max_iters = 56458        # 29.6B / (256 * 2048)
+micro_batch_size = 16       # per forward on a GPU: the dry run under torchrun (WORLD_SIZE=8) says it fits 80 GB

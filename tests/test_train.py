@@ -453,10 +453,10 @@ def test_a_resume_at_a_world_size_its_batch_does_not_split_over_names_those_it_d
 
 
 def test_a_resume_of_a_model_that_draws_per_process_prints_its_own_world(char_data, tmp_path):
-    # Parcae draws its depth per process: trained by 2, resumed by 1 with --max_iters=4; the hint is
-    # torchrun with 2 and that --max_iters
+    # dropout draws from each process's generator: trained by 2, resumed by 1 with --max_iters=4; the
+    # hint is torchrun with 2 and that --max_iters (Parcae's seeded draws resume anywhere: test_scale.py)
     out = tmp_path / 'p2'
-    common = [f'--data_dir={char_data}', '--dataset=tiny', '--model=parcae', '--n_embd=32', '--n_head=2', '--block_size=32',
+    common = [f'--data_dir={char_data}', '--dataset=tiny', '--dropout=0.1', '--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=32',
               '--batch_size=4', '--eval_iters=1', '--compile=False', f'--out_dir={out}']
     run_script('torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py', *common, '--max_iters=2',
                module=True, timeout=300)
