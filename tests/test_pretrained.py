@@ -164,3 +164,14 @@ def test_lambada_command_sweeps_a_knob_on_a_release(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         lambada.main([f'--init_from={tmp_path / "released"}', f'--input={tmp_path / "p.txt"}', '--frob=1'])
     assert e.value.code == 2 and "unknown key 'frob'" in capsys.readouterr().err
+
+
+def test_eval_and_a_fine_tune_refuse_a_release_in_one_line(tmp_path, capsys):
+    # no dataset here is in their tokenizer.json: eval's val loss and a fine-tune would read other ids
+    from tools import eval as tools_eval
+    folder = release_folder(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        tools_eval.main([f'--out_dir={folder}'])
+    assert e.value.code == 2 and 'tools.lambada' in capsys.readouterr().err
+    with pytest.raises(ConfigError, match='tokenizer.json'):
+        run_folder.load_start(None, {'init_from': folder, 'model': 'parcae'}, None)

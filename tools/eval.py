@@ -272,6 +272,9 @@ class Evaluator:
         self.opt = cfg
         self.dev, self.ptdtype, self.ctx = models.resolve_device(cfg['device'], cfg['dtype'])
         self.model, ckpt = run_folder.load_checkpoint(cfg['out_dir'], self.dev)
+        if ckpt.get('release'):   # the Parcae authors' weights: no dataset here is in their tokenizer
+            raise ConfigError(f"{cfg['out_dir']} is a release of the Parcae authors, whose tokenizer.json no dataset here "
+                              f"uses: score it with python -m tools.lambada --init_from={cfg['out_dir']} --input=FILE")
         self.model.eval()
         self.name = ckpt['model_name']
         self.knob_names = [k for k in self.model.knobs if k != 'holes']
