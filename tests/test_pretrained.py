@@ -133,7 +133,7 @@ def test_lambada_scoring_equals_a_naive_loop(tmp_path):
     model, ckpt = run_folder.load_checkpoint(release_folder(tmp_path))
     encode, _, _ = pretrained.tokenizer(ckpt['meta'])
     encoded = lambada.encode_passages(items, encode, None, model.config.block_size)
-    assert encoded[2] == (encode('the loop') + encode(' runs'), len(encode(' runs')))
+    assert encoded[2] == (encode('the loop runs'), len(encode('the loop runs')) - len(encode('the loop')))
     model.eval()
     got = lambada.score(model, encoded, {'num_recur': 2}, 2, 'cpu')   # batches of 2: padded rows too
     want = naive(model, encoded, {'num_recur': 2})

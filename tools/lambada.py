@@ -9,10 +9,11 @@ word's perplexity, exp of minus the mean over passages of log p(word | context).
 
 --input: a .jsonl of {"text": passage} (lambada_openai's rows) or {"context", "continuation"}
 (the authors' eval bundle), else a text file of one passage a line. The word follows the passage's
-last space and is scored with that space (' word'), context and word encoded apart. A release
-whose tokenizer_config.json names a bos_token starts every passage with it, as the authors' eval
-does; a passage longer than the model's block_size keeps its last block_size tokens. Any other
---key=value is a knob of the model's forward (num_recur); --sweep=KNOB=a,b,c scores at each value.
+last space and is scored with that space (' word'): the passage encoded whole, the word's tokens
+those after the context's, as the harness encodes a pair. A release whose tokenizer_config.json
+names a bos_token starts every passage with it, as the authors' eval does; a passage longer than
+the model's block_size keeps its last block_size tokens. Any other --key=value is a knob of the
+model's forward (num_recur); --sweep=KNOB=a,b,c scores at each value.
 """
 import json
 import math
@@ -66,11 +67,15 @@ def read_passages(path):
 
 
 def encode_passages(items, encode, bos_id, block_size):
-    """[(ids, k)]: context then word tokens (the last k), cropped from the left to block_size + 1."""
+    """[(ids, k)]: the passage's tokens, the word the last k, cropped from the left to block_size + 1.
+    As the harness: the whole passage encoded, the word's tokens what follows the context's."""
     out = []
+    bos = [] if bos_id is None else [bos_id]
     for context, word in items:
-        ctx, tgt = ([] if bos_id is None else [bos_id]) + encode(context), encode(word)
-        out.append(((ctx + tgt)[-(block_size + 1):], len(tgt)))
+        whole, k = bos + encode(context + word), len(bos + encode(context))
+        if len(whole) <= k:
+            raise ConfigError(f"the word {word.strip()!r} adds no token to its passage")
+        out.append((whole[-(block_size + 1):], len(whole) - k))
     return out
 
 
@@ -95,7 +100,8 @@ def score(model, encoded, knobs, batch_size, device):
 def summary(scored):
     """(accuracy, perplexity) of the word over the passages."""
     acc = sum(g for g, _ in scored) / len(scored)
-    return acc, math.exp(-sum(lp for _, lp in scored) / len(scored))
+    nll = -sum(lp for _, lp in scored) / len(scored)
+    return acc, math.exp(nll) if nll < 700 else float('inf')   # exp overflows a float past 709
 
 
 def load(opt):
