@@ -4,6 +4,7 @@ Generate or infill text with a trained model.
     python sample.py --out_dir=out --start="ROMEO:" --num_samples=3 --max_new_tokens=200
     python sample.py --out_dir=out-parcae_140m --start=FILE:prompt.txt --num_recur=16   # a model knob
     python sample.py --out_dir=out --infill=True --start="add 12+34 = [MASK]" --candidates="46|64|4"
+    python sample.py --init_from=hf:SandyResearch/parcae-140m --num_recur=8   # the Parcae authors' weights (docs/parcae.md)
 
 Any --key=value that is not a key below is a knob of the model's forward (Parcae num_recur,
 TextNCA Ts, ...). Models with an incremental decode path (KV cache, FON's and Mamba2's O(1)

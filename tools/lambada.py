@@ -163,7 +163,11 @@ def main(argv):
         configurator.fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     except OSError as e:
         configurator.fail(f"{e.filename}: {e.strerror}")
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == '__main__':
+    configurator.stop_on_signals()   # SIGTERM, SIGHUP: as Ctrl-C
     main(sys.argv[1:])
