@@ -5,7 +5,6 @@ device and dtype it runs on, the MFU denominator, the peak memory of a training 
 dry run that prints it), and the CPU threads of a run.
 """
 import dataclasses
-import inspect
 import os
 import time
 import weakref
@@ -92,12 +91,15 @@ def checkpointed(block):
     block.forward = run
 
 
+SEEDED = (Parcae, TextNCA)   # the models whose forward takes seeds=
+
+
 def seeded_draws(model):
     """How a model's training draws follow the trainer's per-sequence seeds (forward(seeds=...)):
     'sequence' (each sequence's from its own seed: Parcae's depth and h_0), 'batch' (one draw per
     micro-batch, from its first seed: Parcae's per_batch depth, TextNCA's stochastic_Ts), None (the
     forward takes no seeds)."""
-    if 'seeds' not in inspect.signature(model.forward).parameters:
+    if not isinstance(model, SEEDED):
         return None
     c = model.config
     return 'batch' if getattr(c, 'depth_sampling', None) == 'per_batch' or getattr(c, 'stochastic_Ts', ()) else 'sequence'

@@ -138,3 +138,29 @@ def test_dry_run_says_when_the_meta_device_cannot_run_the_step(tmp_path, capsys,
     assert 'parameters: ' in out
     assert out.splitlines()[-1] == ('peak training memory: not estimated: the meta device cannot run this step '
                                     '(NotImplementedError: Cannot copy out of meta tensor; no data!)')
+
+
+def test_dry_run_under_torchrun_counts_ddps_buckets_and_names_the_micro_batch_that_fits(tmp_path, capsys, monkeypatch):
+    # a step of fixed parts (weights 10, optimizer 10, gradients 5 GiB, all held at the peak) and
+    # 2.8 GiB of activations per sequence: 16 sequences are 69.8 GiB, under 80 GB's 72 alone, over it
+    # with DDP's 5 GiB of buckets; 8 sequences are 30 + 22.4 = 52.4 GiB
+    G = 2 ** 30
+    seen = []
+
+    def step(cfg, micro, accum, configure_optimizers):
+        seen.append(micro)
+        return {'weights': 10 * G, 'gradients': 5 * G, 'optimizer': 10 * G, 'optimizers': {'AdamW': 10 * G},
+                'grads_at_peak': 5 * G, 'activations': 2.8 * G * micro, 'saved': 2 * G * micro, 'phase': 'backward',
+                'dtype': torch.bfloat16, 'total': (25 + 2.8 * micro) * G}
+    monkeypatch.setitem(models.print_sizes.__globals__, 'estimate_memory', step)
+    args = ['--dry_run=True', '--vocab_size=64', f'--data_dir={tmp_path}', '--batch_size=16', '--gradient_accumulation_steps=8']
+    monkeypatch.setenv('WORLD_SIZE', '1')
+    train_script().main(args)
+    assert 'fits on a 40 GB / 80 GB GPU: no / yes' in capsys.readouterr().out
+    monkeypatch.setenv('WORLD_SIZE', '8')
+    train_script().main(args)
+    out = capsys.readouterr().out
+    assert 'micro-batch 16 x 128 tokens, 1 micro-step(s), world 8' in out
+    assert 'fits on a 40 GB / 80 GB GPU: no / no' in out
+    assert out.splitlines()[-1].startswith('fits 80 GB with --micro_batch_size=8 (estimated 52.40 GB per GPU'), out
+    assert seen[-1] == 8

@@ -40,7 +40,7 @@ def randomized(cfg, seed=0):
 
 def zero_h0(m):
     """h_0 = 0, so that a training forward and a reference see the same initial state."""
-    m._initial_state = lambda B, T, device, offset=0: torch.zeros(B, T, m.config.n_embd, device=device)
+    m._initial_state = lambda B, T, device, offset=0, seeds=None: torch.zeros(B, T, m.config.n_embd, device=device)
     return m
 
 
@@ -332,7 +332,7 @@ def test_no_gradient_reaches_h0_through_no_grad_steps():
     kb = 2
     m = randomized(tiny(mean_recurrence=4, mean_backprop_depth=kb)).train()
     h0 = torch.randn(16, 12, 64, requires_grad=True)
-    m._initial_state = lambda B, T, device, offset=0: h0
+    m._initial_state = lambda B, T, device, offset=0, seeds=None: h0
     torch.manual_seed(4)
     m(torch.randint(0, 64, (16, 12)))[0].square().mean().backward()
     T_sorted = sorted(m._stats['depths'], reverse=True)  # h_0 rows are in the depth-sorted order
