@@ -123,8 +123,9 @@ def from_authors(config, state_dict):
 # ----------------------------------------------------------------------------- a release: a hub repository or a folder
 # As their parcae_lm.from_pretrained reads one: config.json (with _class_name), the state dict in
 # pytorch_model.bin or else model.pt, and their Tokenizer's tokenizer.json beside them. A release
-# becomes the checkpoint dict train.py writes (run_folder.read_checkpoint hands it on), so sample.py,
-# the tools and a fine-tuning run take it where they take an out_dir.
+# becomes the checkpoint dict train.py writes (run_folder.read_checkpoint hands it on), so sample.py
+# and tools.lambada take it where they take an out_dir; tools.eval and train.py's init_from refuse it,
+# as no dataset here is in its tokenizer.
 WEIGHTS = ('pytorch_model.bin', 'model.pt')
 TOKENIZER = 'tokenizer.json'
 
