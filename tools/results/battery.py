@@ -5,7 +5,7 @@ import math
 import os
 
 from tools.results.spec import BATTERY_N, PAPERS
-from tools.results.stats import mean_sd, verdict, wilson
+from tools.results.stats import TESTS_HEAD, mean_sd, tests_cell, verdict, wilson
 from tools.results.tables import plt
 
 
@@ -140,12 +140,13 @@ def battery_arms_md(done, seeds):
     spec = PAPERS['battery']
     chance = {t: done[(spec['arms'][0], seeds[0])][2]['tasks'][t]['chance'] for t in spec['arm_tasks']}
     head = ['arm', 'seeds'] + [c for t in spec['arm_tasks'] for c in (f'{t} fill (chance {chance[t]:.3f})',
-                                                                       'per seed', 'PC - arm', 'verdict')]
+                                                                       'per seed', 'PC - arm', TESTS_HEAD, 'verdict')]
     md = ['', f"Table 5's arms on the battery (each hole fine-tuned from its own pretraining, as on text: OD from a "
           "drafting-only one, PC then OD from PC's with OD's coupling): fill exact match on "
           f"{' and '.join(spec['arm_tasks'])}, the tasks where FON's fill left the causal readers' chance; mean +- sd "
-          "over seeds. 'holds': PC higher by more than two of the larger sd, 'tie' within them, 'run higher' the arm "
-          "ahead beyond them, 'one seed' where a side has no sd.", '',
+          "over seeds. 'holds': PC higher by more than two of the larger sd, Welch p < 0.05 and the bootstrap interval "
+          "above 0; 'tie' where none of the three passes, 'run higher' the arm ahead by all three, 'not shown' naming "
+          "which pass where they disagree, 'one seed' where a side has no sd.", '',
           '| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
 
     def stat(arm, t):
@@ -158,8 +159,8 @@ def battery_arms_md(done, seeds):
             r, pc = stat(arm, t), stat(spec['arms'][0], t)
             cells += [f"{r['mean']:.3f}" + ('' if math.isnan(r['sd']) else f" +- {r['sd']:.3f}"),
                       ', '.join(f'{x:.3f}' for x in r['xs'])]
-            cells += (['', ''] if arm == spec['arms'][0] else
-                      [f"{pc['mean'] - r['mean']:+.3f}", verdict(pc, r, higher=True)])
+            cells += (['', '', ''] if arm == spec['arms'][0] else
+                      [f"{pc['mean'] - r['mean']:+.3f}", tests_cell(pc, r), verdict(pc, r, higher=True)])
         md.append('| ' + ' | '.join(cells) + ' |')
     return md
 

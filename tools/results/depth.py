@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from battery import UP_TO
 from tools.results.runner import val_curve
 from tools.results.spec import DEPTH_LRS, HOP_N, PAPERS, STAGE_REPEATS, seed_list
-from tools.results.stats import bracket, mean_sd, verdict
+from tools.results.stats import TESTS_HEAD, bracket, mean_sd, tests_cell, verdict
 from tools.results.tables import counts, plt, tokens_seen, write
 
 
@@ -21,7 +21,7 @@ def depth(lab, seeds):
     newest hop is not learned), a GPT 3L and a GPT 6L, each at its own best rate (bracket() over
     DEPTH_LRS on seed 1337, by the answer loss on the whole val stream), then over seeds at that rate;
     exact match of greedy generation after the prompt on HOP_N val examples per k. The gate holds where
-    the 6-layer GPT is ahead by more than two sd at every k that needs three lookups or more (battery.lookups:
+    the 6-layer GPT's lead 'holds' (stats.verdict) at every k that needs three lookups or more (battery.lookups:
     k = 3, 4, 5; k = 6 is two lookups back around the cycle): only then can this task show what depth buys a looped
     model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls);
     results/depth.md holds the gate's table as soon as it is decided, then each looped model's against its
@@ -39,11 +39,16 @@ def depth(lab, seeds):
             raise lab.failure(tuned.values(), e)
     rows, acc = depth_rows(lab, spec['runs'], best, ss, done)
     md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']})
-    fig = depth_figure(acc, grids, best, holds)
-    if not holds:
+    sweeps = holds or looped_recorded(lab)
+    fig = depth_figure(acc, grids, best, sweeps)
+    if not sweeps:
         md += ['', f"The gate does not hold, so the looped models' depth sweeps ({', '.join(spec['looped'])}: "
                    "config/results/depth/) were not run."]
         return rows, fig, '\n'.join(md)
+    if not holds:   # trained while the gate held by the two-sd rule alone: read, not thrown away
+        md += ['', "The gate does not hold under the three-part rule, but the looped models' sweeps were trained "
+                   "while it held by the two-sd rule alone; they are read from their records below. Each pair's verdicts "
+                   "stand on their own; what the gate adds (that the task rewards depth at all) is not shown."]
     # the gate's table now: the looped models' sweep takes hours more
     write(lab, 'depth', rows, fig, '\n'.join(md + ['', "The looped models' depth sweeps are still training (the same "
                                                  "command resumes them and rewrites this file)."]), seeds)
@@ -61,13 +66,20 @@ def depth(lab, seeds):
             l_rows, l_acc = depth_rows(lab, read, l_best, ss, done)
             l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in read})
             l_md += depth_unread_md(unread, l_grids)
-            fig = depth_figure(acc, grids, best, holds)
+            fig = depth_figure(acc, grids, best, sweeps)
             depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
             if i < len(pairs):
                 rest = f"{', '.join(n for pair in pairs[i:] for n in pair)}: still training (the same command " \
                        "resumes them and rewrites this file)."
                 write(lab, 'depth', rows + l_rows, fig, '\n'.join(md + ['', *l_md, rest]), seeds)
     return rows + l_rows, fig, '\n'.join(md + ['', *l_md])
+
+
+def looped_recorded(lab):
+    """Whether the records hold a run of the looped models (their sweeps trained once already)."""
+    slugs = [os.path.basename(lab.run_dir('depth', name, 0))[:-len('-s0')] + '_lr_'
+             for name in PAPERS['depth']['looped']]
+    return any(run.split('/', 1)[1].startswith(slug) for run in lab.records.load('depth') for slug in slugs)
 
 
 def depth_tune(lab, name, done, ss):
@@ -88,7 +100,7 @@ def depth_tune(lab, name, done, ss):
 
 def depth_rows(lab, runs, best, ss, done):
     """The table rows (answer loss over seeds) and the exact match, mean and sd over seeds: per task for
-    a GPT ({task: {'mean', 'sd'}}), per test-time depth and task for a looped model."""
+    a GPT ({task: {'mean', 'sd', 'xs'}}), per test-time depth and task for a looped model."""
     rows, acc = [], {}
     for name in runs:
         got = [done[(name, best[name], s)] for s in ss]
@@ -98,7 +110,8 @@ def depth_rows(lab, runs, best, ss, done):
         rows.append({'run': f'{name} (lr {best[name]:g})', 'model': model, 'seeds': ss, 'dirs': dirs,
                      'losses': [g[1] for g in got],
                      'mean': m, 'sd': sd, 'seconds': sum(g[0] for g in got)})
-        per = lambda reads: {t: dict(zip(('mean', 'sd'), mean_sd([r[t] for r in reads]))) for t in reads[0]}  # noqa: E731
+        per = lambda reads: {t: {**dict(zip(('mean', 'sd'), mean_sd([r[t] for r in reads]))),  # noqa: E731
+                                 'xs': [r[t] for r in reads]} for t in reads[0]}
         acc[name] = ({v: per([{**g[2][v], DEEP: deep_hops(g[2][v])} for g in got]) for v in got[0][2]}
                      if name in PAPERS['depth']['looped'] else per([g[2] for g in got]))
     return rows, acc
@@ -193,8 +206,8 @@ def depth_md(acc, grids, best, stages):
                     for n in UP_TO) + '. Stages repeated, per seed: ' + '; '.join(
               f"{name} " + ', '.join(str(len(runs) - 1 - len(UP_TO)) for runs in stages[name]) for name in stages) +
           '.', '',
-          f'| hops k | lookups | chance | {shallow} | {deep} | {deep} - {shallow} | verdict |',
-          '|---|---|---|---|---|---|---|']
+          f'| hops k | lookups | chance | {shallow} | {deep} | {deep} - {shallow} | {TESTS_HEAD} | verdict |',
+          '|---|---|---|---|---|---|---|---|']
     gate = []
     for t in acc[deep]:
         k = int(t[3:])
@@ -203,8 +216,10 @@ def depth_md(acc, grids, best, stages):
             gate.append(v == 'holds')
         md.append(f"| {k} | {lookups(k)} | {CHANCE[t]:.3f} | {acc[shallow][t]['mean']:.3f} +- "
                   f"{acc[shallow][t]['sd']:.3f} | {acc[deep][t]['mean']:.3f} +- {acc[deep][t]['sd']:.3f} | "
-                  f"{acc[deep][t]['mean'] - acc[shallow][t]['mean']:+.3f} | {v} |")
-    return md + ['', f"**Gate: {'holds' if all(gate) else 'does not hold'}** ({deep} ahead by more than two sd at "
+                  f"{acc[deep][t]['mean'] - acc[shallow][t]['mean']:+.3f} | "
+                  f"{tests_cell(acc[deep][t], acc[shallow][t])} | {v} |")
+    return md + ['', f"**Gate: {'holds' if all(gate) else 'does not hold'}** ({deep} ahead, the verdict "
+                     f"'holds': by more than two sd, Welch p < 0.05 and the bootstrap interval above 0, at "
                      f"{sum(gate)} of the {len(gate)} hop counts that need three lookups or more). Lookups: the fewest "
                      f"pointer lookups that answer k, min(k, 8 - k), since k steps along the 8-cycle are 8 - k back. "
                      f"Exact match: greedy generation after the prompt equals the answer, {HOP_N} val examples per k, "
@@ -239,11 +254,12 @@ def depth_looped_md(acc, grids, rows, gpt, stages):
         knob = spec['knob'][model]
         md += [f"Parameters (paper convention / non-embedding), FLOPs per token at the training depth, tokens per "
                f"non-embedding parameter (curriculum and task, seed {ss[0]}): {size(model)}; {size(control)}.", '',
-               f"| {knob} | {run[model]} | {run[control]} | {model} - {control} | verdict |", '|---|---|---|---|---|']
+               f"| {knob} | {run[model]} | {run[control]} | {model} - {control} | {TESTS_HEAD} | verdict |",
+               '|---|---|---|---|---|---|']
         for v in spec['sweep']:
             a, b = acc[model][v][DEEP], acc[control][v][DEEP]
             md.append(f"| {v} | {a['mean']:.3f} +- {a['sd']:.3f} | {b['mean']:.3f} +- {b['sd']:.3f} | "
-                      f"{a['mean'] - b['mean']:+.3f} | {verdict(a, b, higher=True)} |")
+                      f"{a['mean'] - b['mean']:+.3f} | {tests_cell(a, b)} | {verdict(a, b, higher=True)} |")
         md.append('')
     return md
 
@@ -278,12 +294,12 @@ def depth_looped_axes(ax, acc, gpt):
     ax.legend(fontsize=7)
 
 
-def depth_figure(acc, grids, best, holds):
-    """Exact match against the hop count per GPT, and each GPT's rate bracket; once the gate holds, a
-    third slot for the looped models."""
+def depth_figure(acc, grids, best, sweeps):
+    """Exact match against the hop count per GPT, and each GPT's rate bracket; where the looped models'
+    sweeps are trained or read, a third slot for them."""
     from battery import CHANCE
     _, deep = PAPERS['depth']['runs']
-    panels = 3 if holds else 2
+    panels = 3 if sweeps else 2
     fig = plt.figure(figsize=(5.7 * panels, 4))
     ax1, ax2 = fig.add_subplot(1, panels, 1), fig.add_subplot(1, panels, 2)
     ks = [int(t[3:]) for t in acc[deep]]

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from tools.results.runner import init_source, trained_otherwise
 from tools.results.pool import fail
 from tools.results.spec import PAPERS, UNIGRAM
-from tools.results.stats import mean_sd, verdict, wilson
+from tools.results.stats import TESTS_HEAD, mean_sd, tests_cell, verdict, wilson
 from tools.results.tables import comparison, first_dir, plt, rates_md, sizes, tokens_seen, write
 from tools.results.tune import report_runs
 
@@ -75,12 +75,13 @@ def infill_md(fill, must_pass):
     legs = [leg for leg, _ in next(iter(fill.values()))]
     head = (['arm', 'seeds', 'holes per seed'] + [f'fill at {leg} it' for leg in legs] +
             ['its pretraining, holed prefix (the LM prior)', 'passed its prior at', 'same model, un-holed prefix',
-             f'PC - arm at {legs[-1]} it', 'verdict'])
+             f'PC - arm at {legs[-1]} it', TESTS_HEAD + ' (points)', 'verdict'])
     md = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
 
     def last(name):
-        m, sd = mean_sd([r['infill_acc'] for r in fill[name][-1][1]])
-        return {'mean': m, 'sd': sd}
+        xs = [r['infill_acc'] for r in fill[name][-1][1]]
+        m, sd = mean_sd(xs)
+        return {'mean': m, 'sd': sd, 'xs': xs}
     pc = last('FON PC + holes')
     for name, reads in fill.items():
         final = reads[-1][1]
@@ -88,8 +89,9 @@ def infill_md(fill, must_pass):
         priors = [r['pretrained_prefix_acc'] for r in final]
         prior = fill_cell(priors, holes) if None not in priors else 'n/a'
         passed = next((f'{leg} it' for leg, rs in reads if past_prior(rs)), f'not by {legs[-1]} it')
-        vs = (['', ''] if name == 'FON PC + holes' else
-              [f"{100 * (pc['mean'] - last(name)['mean']):+.1f} points", verdict(pc, last(name), higher=True)])
+        vs = (['', '', ''] if name == 'FON PC + holes' else
+              [f"{100 * (pc['mean'] - last(name)['mean']):+.1f} points", tests_cell(pc, last(name), 100, 1),
+               verdict(pc, last(name), higher=True)])
         cells = ([name, str(len(final)), '/'.join(map(str, holes))] +
                  [fill_cell([r['infill_acc'] for r in rs], holes) for _, rs in reads] +
                  [prior, passed, fill_cell([r['unholed_prefix_acc'] for r in final], holes)] + vs)
@@ -160,8 +162,9 @@ def fon(lab, seeds):
            f"{spec['least']} iterations, at most {spec['legs'][-1]} (here: {legs[-1]}); AR and the causal GPT read the "
            "prefix only, so their prior is their ceiling. Fill: mean +- sd over seeds (one seed: [its Wilson 95% "
            "interval over holes]); 'passed its prior at': the first leg at which every seed's fill is above its own "
-           "prior. 'holds': PC higher by more than two of the larger sd, 'tie' within them, 'run higher' the arm "
-           "ahead beyond them, 'one seed' where a side has no sd.", '']
+           "prior. 'holds': PC higher by more than two of the larger sd, Welch p < 0.05 and the bootstrap interval "
+           "above 0; 'tie' where none of the three passes, 'run higher' the arm ahead by all three, 'not shown' "
+           "naming which pass where they disagree, 'one seed' where a side has no sd.", '']
     md += infill_md(fill, spec['must_pass'])
     md += ['', "Table 8's fill battery, with a BERT-style encoder trained as one (train.py --causal=False) and "
                "future-dependent tasks beyond FON's reach: results/battery.md (python -m tools.results battery)."]

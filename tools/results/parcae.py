@@ -7,7 +7,7 @@ import os
 from tools.results.runner import read_log, val_curve
 from tools.results.spec import BATTERY_N, CFG, PAPERS, PARCAE_ADAM_LRS, PARCAE_MUON_LRS, PARCAE_TUNED, STABILITY, \
     muon_run, seed_list
-from tools.results.stats import FORMS, bracket, fit_forms, mean_sd, ranked, verdict
+from tools.results.stats import FORMS, TESTS_HEAD, bracket, fit_forms, mean_sd, ranked, tests_cell, verdict
 from tools.results.tables import comparison, first_dir, plt, rates_md, sizes, tokens_seen
 from tools.results.tune import report_runs
 
@@ -239,21 +239,22 @@ def parcae_depth_md(lab, st, rows, names, ss, rate):
     md += comparison(lab, 'parcae', list(rows.values()), {n: [val_curve(lab.run_dir('parcae', n, s)) for s in rows[n]['seeds']]
                                                      for n in names}, names[2], [names[2], names[0], names[1], names[3]])
     return md + ['', f"Depth on the val loss: GPT 12L against GPT 6L, {deep} ({rows[names[1]]['mean']:.3f} vs "
-                     f"{rows[names[0]]['mean']:.3f})."]
+                     f"{rows[names[0]]['mean']:.3f}; {tests_cell(rows[names[1]], rows[names[0]])})."]
 
 
 def parcae_exact_match_md(acc):
     """The battery setting's exact match table (acc: GPT 6L, GPT 12L, Parcae, Parcae mu=1)."""
     md = ['', "Exact match (greedy generation after the prompt) pooled over Table 8's six tasks, whose prompt "
               f"holds the answer's evidence ({BATTERY_N} val examples a task), mean +- sd over seeds:", '',
-          '| run | exact match | per seed | ' + ' | '.join(acc[0]['tasks']) + ' | Parcae vs run |',
-          '|---|---|---|' + '---|' * (len(acc[0]['tasks']) + 1)]
+          '| run | exact match | per seed | ' + ' | '.join(acc[0]['tasks']) +
+          f' | Parcae - run: {TESTS_HEAD} | Parcae vs run |',
+          '|---|---|---|' + '---|' * (len(acc[0]['tasks']) + 2)]
     for a in acc:
         md.append(f"| {a['run']} | {a['mean']:.3f} +- {a['sd']:.3f} | {', '.join(f'{x:.3f}' for x in a['losses'])} | "
                   + ' | '.join(f"{a['per_task'][t]:.3f}" for t in a['tasks']) + ' | '
-                  + ('' if a is acc[2] else verdict(acc[2], a, higher=True)) + ' |')
+                  + (' | ' if a is acc[2] else f"{tests_cell(acc[2], a)} | {verdict(acc[2], a, higher=True)}") + ' |')
     return md + ['', f"Depth on the battery: GPT 12L against GPT 6L, {verdict(acc[1], acc[0], higher=True)} "
-                     f"({acc[1]['mean']:.3f} vs {acc[0]['mean']:.3f} exact match)."]
+                     f"({acc[1]['mean']:.3f} vs {acc[0]['mean']:.3f} exact match; {tests_cell(acc[1], acc[0])})."]
 
 
 def parcae_forms_md(st, ss, sweeps):

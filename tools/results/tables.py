@@ -14,7 +14,7 @@ import torch  # noqa: E402
 from models import build_model  # noqa: E402
 from tools.report import replace_with, write_text  # noqa: E402
 from tools.results.spec import PAPERS  # noqa: E402
-from tools.results.stats import verdict  # noqa: E402
+from tools.results.stats import TESTS_HEAD, no_gap, tests_cell, verdict  # noqa: E402
 
 
 def counts(out):
@@ -47,12 +47,12 @@ def first_dir(lab, paper, row):
 def comparison(lab, paper, rows, curves, ref, names, paper_col=None, scale=1.0):
     """One table of runs against ref: each run's counts, its loss (mean +- sd over its seeds) at the
     end and at 2/3 of the run (the eval-set estimate the log holds, mean over seeds), ref's gap to
-    it and the verdict: 'holds' where ref is lower by more than two of the larger sd, 'tie' within
-    them, 'run lower' beyond them, 'one seed' where a side has no sd. paper_col: the paper's number
+    it, Welch's test and the bootstrap interval of that gap, and the verdict (stats.verdict: 'holds' where
+    the two-sd rule, Welch's p and the interval all show ref lower). paper_col: the paper's number
     per run name, shown beside ours. scale: the logged losses (nats) into the rows' unit."""
     by = {r['run']: r for r in rows}
     head = ['run', 'params, paper convention (tied matrix twice)', 'non-embedding', 'FLOPs/token', 'seeds',
-            'val loss', 'at 2/3', f'{ref} - run', 'verdict'] + (['paper'] if paper_col else [])
+            'val loss', 'at 2/3', f'{ref} - run', TESTS_HEAD, 'verdict'] + (['paper'] if paper_col else [])
     md = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
     for name in names:
         r, q = by[name], by[ref]
@@ -62,7 +62,8 @@ def comparison(lab, paper, rows, curves, ref, names, paper_col=None, scale=1.0):
         sd_txt = '' if math.isnan(r['sd']) else f" +- {r['sd']:.3f}"
         md.append(f"| {name} | {pc:,} | {non_emb:,} | {fpt / 1e6:.2f}M | {len(r['losses'])} | {r['mean']:.3f}{sd_txt} | "
                   f"{scale * sum(l for _, l in pts) / len(pts):.3f} (iter {pts[0][0]}) | "
-                  f"{'' if name == ref else f'{gap:+.3f}'} | {'' if name == ref else verdict(q, r)} |" + (f" {paper_col.get(name, '')} |" if paper_col else ''))
+                  f"{'' if name == ref else f'{gap:+.3f}'} | {'' if name == ref else tests_cell(q, r)} | "
+                  f"{'' if name == ref else verdict(q, r)} |" + (f" {paper_col.get(name, '')} |" if paper_col else ''))
     return md
 
 
@@ -83,10 +84,11 @@ def sizes(lab, paper, ref, pairs, both, ax, unit='val loss'):
     """The headline gaps at both sizes: both = [(folder, rows), ...] (the paper's runs, then its small
     size's under out-results/<folder>/), pairs = [(name at the first size, name at the second)]; a
     table row per pair and size (non-embedding parameters, FLOPs per token and tokens per parameter of
-    ref and of the run, ref's gap to the run with two of the larger sd, the verdict), the pairs not
-    decidable at this scale, and on ax the gap against ref's tokens per parameter."""
+    ref and of the run, ref's gap to the run with two of the larger sd, Welch's test and the bootstrap
+    interval, the verdict), the pairs not decidable at this scale, and on ax the gap against ref's tokens
+    per parameter."""
     md = [f'| {ref} against | non-embedding params ({ref} / run) | FLOPs/token | tokens per param | '
-          f'{unit} gap ({ref} - run, +- two sd) | verdict |', '|---|---|---|---|---|---|']
+          f'{unit} gap ({ref} - run, +- two sd) | {TESTS_HEAD} | verdict |', '|---|---|---|---|---|---|---|']
     for i, pair in enumerate(pairs):
         pts = []
         for (folder, rows), name in zip(both, pair):
@@ -98,7 +100,8 @@ def sizes(lab, paper, ref, pairs, both, ax, unit='val loss'):
             two_sd = 2 * max(r['sd'], q['sd'])
             pts.append((tpp_q, q['mean'] - r['mean'], two_sd))
             md.append(f"| {name} | {emb_q:,} / {emb_r:,} | {fl_q / 1e6:.2f}M / {fl_r / 1e6:.2f}M | "
-                      f"{tpp_q:.1f} / {tpp_r:.1f} | {q['mean'] - r['mean']:+.3f} +- {two_sd:.3f} | {verdict(q, r)} |")
+                      f"{tpp_q:.1f} / {tpp_r:.1f} | {q['mean'] - r['mean']:+.3f} +- {two_sd:.3f} | "
+                      f"{tests_cell(q, r)} | {verdict(q, r)} |")
         ax.errorbar([p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts], marker='o', capsize=3,
                     color=f'C{i}', label=pair[-1])
     ax.axhline(0, color='k', lw=0.5)
@@ -111,12 +114,12 @@ def sizes(lab, paper, ref, pairs, both, ax, unit='val loss'):
 
 
 def undecided_md(ref, pairs, both):
-    """The line under sizes()' table: the pairs whose gap is inside two sd at both sizes."""
+    """The line under sizes()' table: the pairs whose gap is not shown at either size."""
     ties = [pair[-1] for pair in pairs
-            if all(verdict({r['run']: r for r in rows}[ref], {r['run']: r for r in rows}[name]) == 'tie'
+            if all(no_gap(verdict({r['run']: r for r in rows}[ref], {r['run']: r for r in rows}[name]))
                    for (_, rows), name in zip(both, pair))]
-    return [f"Not decidable at this scale (a tie at both sizes): {ref} against {', '.join(ties)}." if ties else
-            "Every gap is outside two sd at one size at least."]
+    return [f"Not decidable at this scale (no gap shown at either size): {ref} against {', '.join(ties)}." if ties
+            else "Every gap is shown at one size at least."]
 
 
 def write(lab, paper, rows, fig, extra, seeds):
