@@ -3,15 +3,14 @@ Prepare a dataset: data/<dir>/{train.bin, val.bin[, test.bin], meta.json}, as na
 
     python prepare_data.py NAME [--tokenizer gpt2|byte|char] [--input FILE] [--out_dir data] [--url BASE] ...
 
-NAME is a row of SOURCES, each read by a small function whose docstring says how it splits, or any plain
-folder name with --input FILE (a local text file). The .bin files are flat np.uint16 token streams;
-meta.json, written last, holds the tokenizer, vocab_size (ids 0..vocab_size-1), itos/stoi (char),
-bpe_vocab (gpt2 --vocab N: GPT-2's first N-1 merges + <|endoftext|> = N-1, itself a valid BPE), mask_id
-(battery.py's datasets: vocab_size, a row a model that fills holes adds), source, split and token counts.
-The byte tokenizer's 257th symbol ends each WikiText row and fineweb_edu document (the causal workspace
-paper's encoding). Downloads resume (HTTP Range) and are checked (SHA256, the HuggingFace Hub's
-X-Linked-Etag, SIZES); --url BASE or PREPARE_DATA_URL names a mirror, --input a local copy. More:
-docs/training.md#data. In-process: prepare(name, ...) -> the folder; a mistake raises DataError.
+NAME is a row of SOURCES, each read by a function whose docstring says how it splits, or any plain folder
+name with --input FILE. The .bin files are flat np.uint16 token streams; meta.json, written last, holds the
+tokenizer, vocab_size, itos/stoi (char), bpe_vocab (gpt2 --vocab N: GPT-2's first N-1 merges + <|endoftext|>
+= N-1), mask_id (battery.py's datasets), source, split, {split}_tokens and max_id (each split's largest id:
+data.py checks these at start instead of reading every id). The byte tokenizer's 257th symbol ends each
+WikiText row and fineweb_edu document. Downloads resume and are checked (SHA256, SIZES, the HuggingFace
+Hub's X-Linked-Etag); --url BASE or PREPARE_DATA_URL names a mirror. More: docs/training.md#data. Reading
+a dataset back: data.py. In-process: prepare(name, ...) -> the folder; a mistake raises DataError.
 """
 import argparse
 import codecs
@@ -21,7 +20,6 @@ import io
 import itertools
 import json
 import os
-import pickle
 import re
 import shutil
 import signal
@@ -84,7 +82,7 @@ def download(url, path, sha256=None, size=None, name='NAME', quiet=False):
     part = path + '.part'
     have = os.path.getsize(part) if os.path.exists(part) else 0
     offline = f'Without network, prepare from a local copy: python prepare_data.py {name} --input FILE'
-    import requests   # here, not at the top: train.py reads datasets through this file and downloads nothing
+    import requests   # here, not at the top: data.py imports this file and downloads nothing
     try:
         # identity encoding: byte ranges and Content-Length then count the file's own bytes
         headers = {'Accept-Encoding': 'identity', **({'Range': f'bytes={have}-'} if have else {})}
@@ -255,12 +253,9 @@ def enwik8(paths, val_frac):
     path = paths[0]
     if os.path.isdir(path):
         raise DataError(f'--input {path} is a folder; enwik8 takes enwik8.zip or the enwik8 file')
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as z:
-            data = z.read(_member(path, 'enwik8') or z.namelist()[0])
-    else:
-        with open(path, 'rb') as f:
-            data = f.read()
+    zipped = zipfile.is_zipfile(path)
+    with zipfile.ZipFile(path) if zipped else open(path, 'rb') as z:
+        data = z.read(_member(path, 'enwik8') or z.namelist()[0]) if zipped else z.read()
     if (n := len(data)) == 0:
         raise DataError(f'{path} is empty')
     a, b = (90 * 10**6, 95 * 10**6) if n == 10**8 else (int(n * 0.9), int(n * 0.95))
@@ -470,9 +465,6 @@ def prepare_command(dirname):
     return f'python prepare_data.py {dirname} --input FILE'
 
 
-prepare_hint = prepare_command   # the name train.py and the tools know it by
-
-
 def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=None, vocab=None,
             n_train=100_000, n_val=6_000, shards=1, val_frac=0.1, quiet=False, max_train_tokens=None):
     """Write out_dir/<dataset_dirname(...)>/{train,val[,test]}.bin + meta.json; return the folder.
@@ -600,16 +592,16 @@ def _write_file(path, write):
 
 
 def _write_ids(f, chunks, cap, bar):
-    """The uint16 arrays into f, up to cap tokens (None: all); how many."""
-    n = 0
+    """The uint16 arrays into f, up to cap tokens (None: all); how many, and the largest id."""
+    n = top = 0
     for ids in chunks:
-        ids = ids[:cap - n] if cap else ids
-        f.write(np.ascontiguousarray(ids, dtype=np.uint16).data)   # tofile's errors lack errno
-        n += len(ids)
+        ids = np.ascontiguousarray(ids[:cap - n] if cap else ids, dtype=np.uint16)
+        f.write(ids.data)   # tofile's errors lack errno
+        n, top = n + len(ids), max(top, int(ids.max(initial=0)))
         bar.update(len(ids))
         if n == cap:
             break
-    return n
+    return n, top
 
 
 def _write(dest, tokens, answers, meta, quiet, cap=None):
@@ -624,14 +616,15 @@ def _write(dest, tokens, answers, meta, quiet, cap=None):
     try:
         for s, chunks in tokens.items():
             with tqdm(desc=f'{name}/{s}.bin', unit='tok', unit_scale=True, disable=quiet) as bar:
-                n = _write_file(os.path.join(new, f'{s}.bin'),
-                                lambda f: _write_ids(f, chunks, cap if s == 'train' else None, bar))
+                n, top = _write_file(os.path.join(new, f'{s}.bin'),
+                                     lambda f: _write_ids(f, chunks, cap if s == 'train' else None, bar))
             if n < 2:
                 raise DataError(f'the {s} split has {n} tokens; the input is too small to split'
                                 + (f' ({dest} is unchanged)' if os.path.isdir(dest) else ''))
             if s in answers:
                 _write_file(os.path.join(new, f'{s}_answers.bin'), lambda f: f.write(answers[s].tobytes()))
             meta[f'{s}_tokens'] = n
+            meta.setdefault('max_id', {})[s] = top   # what a reader checks instead of reading every id
         _write_file(os.path.join(new, 'meta.json'),
                     lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode('utf-8')))
         if os.path.isdir(dest):
@@ -650,145 +643,6 @@ def _write(dest, tokens, answers, meta, quiet, cap=None):
     if not quiet:
         counts = ', '.join(f'{s} {meta[s + "_tokens"]:,}' for s in tokens)
         print(f'wrote {dest}: {meta["tokenizer"]} tokenizer, vocab_size {meta["vocab_size"]}, tokens: {counts}')
-
-
-# ----------------------------------------------------------------------------- reading a prepared dataset
-# what train.py and the tools check before they read one: a mistake is one line, a ConfigError
-NANOGPT_VOCAB = 50304   # GPT-2's 50257 tokens padded to a multiple of 64, as nanoGPT's train.py pads them
-
-
-def read_meta(cfg):
-    """The dataset's meta (None: no data there): its meta.json, else nanoGPT's layout, named in meta['layout']:
-    a meta.pkl (its char datasets) or no meta file beside train.bin (its GPT-2 BPE datasets, vocab 50304)."""
-    folder = os.path.join(cfg['data_dir'], cfg['dataset'])
-    path, pkl = os.path.join(folder, 'meta.json'), os.path.join(folder, 'meta.pkl')
-    if os.path.isfile(path):
-        try:
-            meta = json.load(open(path, encoding='utf-8'))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path} is not valid JSON ({e}): re-run {prepare_hint(cfg['dataset'])}")
-    elif os.path.isfile(pkl):
-        path, meta = pkl, read_meta_pkl(pkl)
-    elif os.path.isfile(os.path.join(folder, 'train.bin')):
-        return {'tokenizer': 'gpt2', 'vocab_size': NANOGPT_VOCAB,
-                'layout': f"nanoGPT's, no meta file: the GPT-2 tokenizer, vocab {NANOGPT_VOCAB}"}
-    else:
-        return None
-    sized = isinstance(meta, dict) and isinstance(meta.get('vocab_size'), int) and meta['vocab_size'] > 0
-    if problem := tokenizer_problem(meta) if sized else 'lacks a positive integer vocab_size':
-        raise ConfigError(f"{path} {problem}: re-run {prepare_hint(cfg['dataset'])}")
-    return meta
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """nanoGPT's meta.pkl is a dict of ints and strings: no class is ever needed, so none is loaded
-    (unpickling a class can run any code)."""
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"it names {module}.{name}")
-
-
-def read_meta_pkl(path):
-    """nanoGPT's meta.pkl as a char meta: itos as a list (nanoGPT pickles a dict id -> char)."""
-    try:
-        with open(path, 'rb') as f:
-            raw = _PlainUnpickler(f).load()
-    except Exception as e:   # truncated, not a pickle, or a class inside
-        raise ConfigError(f"{path} is not nanoGPT's meta.pkl, a pickled dict of vocab_size, itos and stoi "
-                          f"({type(e).__name__}: {e})")
-    if not isinstance(raw, dict):
-        return raw
-    itos, stoi = raw.get('itos'), raw.get('stoi')
-    itos = {i: c for c, i in stoi.items()} if itos is None and isinstance(stoi, dict) else itos
-    itos = [itos.get(i) for i in range(len(itos))] if isinstance(itos, dict) else itos
-    if itos is None:
-        return {'vocab_size': raw.get('vocab_size'), 'layout': "nanoGPT's meta.pkl"}
-    return {'vocab_size': raw.get('vocab_size'), 'layout': f"nanoGPT's meta.pkl: a char vocabulary of {len(itos)}",
-            'tokenizer': 'char', 'itos': itos}
-
-
-def tokenizer_problem(meta):
-    """What keeps a meta's tokenizer from decoding (a char meta needs its itos table), else None."""
-    kind, itos = meta.get('tokenizer'), meta.get('itos')
-    if kind not in (None, 'gpt2', 'byte', 'char'):
-        return f"names the tokenizer {kind!r}, not one of gpt2, byte, char"
-    itos = [itos.get(str(i)) for i in range(len(itos))] if isinstance(itos, dict) else itos
-    if kind == 'char' and (not isinstance(itos, list) or not itos or not all(isinstance(c, str) for c in itos)):
-        return "has no itos (a list of the char tokenizer's symbols, id -> character) to decode with"
-    return None
-
-
-def check_tokens(path, min_tokens, vocab_size=None, data=None):
-    """A .bin stream (data: the caller's memmap of it) holds whole uint16 tokens, at least min_tokens, each
-    below vocab_size (when given)."""
-    size = data.nbytes if data is not None else os.path.getsize(path)
-    if size == 0 or size % 2:
-        raise ConfigError(f"{path} holds {size} bytes, not a whole positive number of uint16 tokens (2 bytes each): "
-                          f"prepare the data again")
-    if size // 2 < min_tokens:
-        raise ConfigError(f"{path} holds {size // 2} tokens, fewer than the {min_tokens} needed; lower --block_size")
-    data = np.memmap(path, dtype=np.uint16, mode='r') if data is None and vocab_size is not None else data
-    if vocab_size is not None and (top := int(np.max(data))) >= vocab_size:
-        raise ConfigError(f"{path} holds token id {top}, outside the vocabulary of {vocab_size} "
-                          f"(meta.json's vocab_size or --vocab_size); prepare the data again")
-
-
-def stream_record(f):
-    """What tells a .bin stream (an open file) from another cheaply: its bytes, the sha256 of its first MiB."""
-    size = os.fstat(f.fileno()).st_size
-    f.seek(0)
-    return {'bytes': size, 'head': hashlib.sha256(f.read(2 ** 20)).hexdigest()}
-
-
-def data_record(cfg, meta, streams):
-    """What a checkpoint records of its data: streams (name -> stream_record), vocab_size, meta.json's sha256."""
-    path = os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json')
-    digest = hashlib.sha256(open(path, 'rb').read()).hexdigest() if os.path.isfile(path) else None
-    return {**streams, 'vocab_size': meta['vocab_size'], 'meta.json': digest}
-
-
-def check_data(then, now, where, hint):
-    """Stops (one line naming what changed) when the data found now is not the data a checkpoint recorded;
-    then: its record (None: a checkpoint from before records); what the data found now lacks is not compared."""
-    changed = []
-    for k, v in (then or {}).items():
-        if (w := now.get(k)) is None or w == v:
-            continue
-        if isinstance(v, dict):
-            changed.append(f"{k}.bin holds {w['bytes']:,} bytes (then {v['bytes']:,})"
-                           if v.get('bytes') != w.get('bytes') else f"{k}.bin's first MiB differs")
-        else:
-            changed.append(f"vocab_size is {w} (then {v})" if k == 'vocab_size' else f"{k} differs")
-    if changed:
-        raise ConfigError(f"the data in {where} is not what the checkpoint trained on ({'; '.join(changed)}): {hint}")
-
-
-def example_starts(path, newline, T, data=None):
-    """Where a window of T + 1 tokens holding whole examples (loss_on='answers') may start in a battery stream: 0
-    and after each newline (newline: the ids of '\\n', one), to the last full window; data: the caller's memmap."""
-    marks = path[:-4] + '_answers.bin'
-    if not os.path.isfile(marks) or len(newline) != 1:
-        raise ConfigError(f"loss_on='answers' needs {marks}, the answer marks of a synthetic dataset "
-                          f"(python prepare_data.py hops, or synthetic)")
-    data = np.memmap(path, dtype=np.uint16, mode='r') if data is None else data
-    starts = np.concatenate([[0], np.flatnonzero(data == newline[0]) + 1])
-    if (longest := int(np.diff(starts).max())) > T + 1:
-        raise ConfigError(f"loss_on='answers': {path} holds examples of up to {longest} tokens, so a window of "
-                          f"block_size {T} may cut one; raise block_size to at least {longest - 1}")
-    return starts[starts <= len(data) - T - 1]
-
-
-def dataset_vocab(cfg, meta):
-    """The model's vocab size: the config's, else the data's (one more when holes need a MASK id)."""
-    need = meta['vocab_size'] if meta else None
-    mid = cfg['mask_id'] if cfg['mask_id'] is not None else (meta or {}).get('mask_id', need)
-    if cfg['p_fill'] > 0 and mid is not None:
-        need = max(need, mid + 1)
-    if cfg['vocab_size'] is None and need is None:
-        raise ConfigError(f"vocab_size is not set and {cfg['data_dir']}/{cfg['dataset']}/meta.json does not exist; "
-                          f"set --vocab_size or prepare the data ({prepare_hint(cfg['dataset'])})")
-    if cfg['vocab_size'] is not None and need is not None and cfg['vocab_size'] < need:
-        raise ConfigError(f"vocab_size {cfg['vocab_size']} is smaller than the data needs ({need}, dataset '{cfg['dataset']}')")
-    return need if cfg['vocab_size'] is None else cfg['vocab_size'], mid
 
 
 # ----------------------------------------------------------------------------- the command line
@@ -811,8 +665,7 @@ def main(argv=None):
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is not signal.SIG_IGN:     # nohup's SIGHUP stays ignored
             signal.signal(sig, _stop)
-    p = Parser(description='Prepare a dataset: data/<name>/{train,val}.bin + meta.json (see the docstring of '
-                           'prepare_data.py).')
+    p = Parser(description='Prepare a dataset: data/<name>/{train,val}.bin + meta.json (see prepare_data.py\'s docstring).')
     p.add_argument('name', help=f'{", ".join(SOURCES)}, or any name with --input FILE')
     p.add_argument('--tokenizer', choices=TOKENIZERS, help='default: the source\'s (char for a custom NAME)')
     p.add_argument('--input', help='a local file (or the downloaded archive/folder) instead of downloading')
@@ -839,8 +692,7 @@ def main(argv=None):
         sys.exit(2)
     except KeyboardInterrupt as e:   # _write swaps a dataset in only whole, and removes its work folder
         name = signal.Signals(STOPPED_BY).name if STOPPED_BY else 'Ctrl-C'
-        print(f"interrupted ({name}): {e.args[0] if e.args else 'any previous dataset there is unchanged'}",
-              file=sys.stderr)
+        print(f"interrupted ({name}): {e.args[0] if e.args else 'any previous dataset there is unchanged'}", file=sys.stderr)
         sys.exit(128 + (STOPPED_BY or signal.SIGINT))
 
 

@@ -34,7 +34,8 @@ import torch
 import torch.nn.functional as F
 
 from configurator import ConfigError, check, parse_args
-from prepare_data import DataError, get_tokenizer, tokenizer_problem
+from data import tokenizer_problem
+from prepare_data import DataError, get_tokenizer
 from models import DEPTH_KNOBS, check_device, check_knobs, resolve_device
 import run_folder
 from run_folder import load_checkpoint

@@ -36,10 +36,9 @@ import torch
 
 import run_folder
 from configurator import ConfigError, check, check_settings, defaults_of, fail, parse_args
-from data import check_dataset, draw_batch, get_batch, load_data, split_batch
+from data import check_dataset, dataset_vocab, draw_batch, get_batch, load_data, read_meta, split_batch
 from models import (OPTIMIZERS, build_model, check_device, cpu_threads, model_classes, model_fields, peak_flops,
                     print_sizes, resolve_device, seeded_draws, spec_peak_flops, use_tf32)
-from prepare_data import dataset_vocab, read_meta
 
 # ----------------------------------------------------------------------------- defaults
 # I/O

@@ -108,15 +108,15 @@ def nanogpt_bpe_folder(root, name='ng_bpe'):
 def test_read_meta_reads_both_nanogpt_layouts(tmp_path):
     nanogpt_char_folder(tmp_path)
     nanogpt_bpe_folder(tmp_path)
-    meta = prepare_data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_char'})
+    meta = data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_char'})
     assert meta['tokenizer'] == 'char' and meta['vocab_size'] == len(CHARS) and meta['itos'] == CHARS
     assert "meta.pkl" in meta['layout']
     # only a stoi (itos is its inverse)
     nanogpt_char_folder(tmp_path, 'ng_stoi', with_itos=False)
-    assert prepare_data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_stoi'})['itos'] == CHARS
-    meta = prepare_data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_bpe'})
+    assert data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_stoi'})['itos'] == CHARS
+    meta = data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_bpe'})
     assert meta['tokenizer'] == 'gpt2' and meta['vocab_size'] == 50304 and 'no meta file' in meta['layout']
-    assert prepare_data.read_meta({'data_dir': str(tmp_path), 'dataset': 'nothing'}) is None
+    assert data.read_meta({'data_dir': str(tmp_path), 'dataset': 'nothing'}) is None
 
 
 def test_a_meta_pkl_that_names_a_class_is_refused_unloaded(tmp_path):
@@ -124,7 +124,7 @@ def test_a_meta_pkl_that_names_a_class_is_refused_unloaded(tmp_path):
     with open(os.path.join(d, 'meta.pkl'), 'wb') as f:
         pickle.dump({'vocab_size': 3, 'itos': shutil.rmtree}, f)     # loading it would import and call nothing
     with pytest.raises(configurator.ConfigError, match=r"is not nanoGPT's meta.pkl.*shutil.rmtree"):
-        prepare_data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_char'})
+        data.read_meta({'data_dir': str(tmp_path), 'dataset': 'ng_char'})
 
 
 def test_train_and_sample_on_nanogpt_char_folder(tmp_path, capsys):

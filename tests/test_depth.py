@@ -153,7 +153,7 @@ def test_answer_loss_falls_below_its_failure_mode(hops, tmp_path):
     assert got['loss'] == pytest.approx(last, abs=1e-5)
     stream = ev.main([f'--out_dir={out}', f'--out={tmp_path}/s', '--stream=True'])['score']
     # the stream: every val example once, in a window that starts at it (as train.py's do), its own eight answers
-    import prepare_data
+    import data
     val = os.path.join(hops, 'hops', 'val.bin')
     starts = data.example_starts(val, [json.load(open(os.path.join(hops, 'hops', 'meta.json')))['stoi']['\n']], 128)
     assert stream['tokens'] == 8 * len(starts) and abs(stream['loss'] - last) < 0.2

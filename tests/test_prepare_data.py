@@ -38,7 +38,7 @@ def load(d):
     bins = {s: np.fromfile(os.path.join(d, f'{s}.bin'), dtype=np.uint16)
             for s in ('train', 'val', 'test') if os.path.exists(os.path.join(d, f'{s}.bin'))}
     for s, ids in bins.items():
-        assert meta[f'{s}_tokens'] == len(ids)
+        assert meta[f'{s}_tokens'] == len(ids) and meta['max_id'][s] == ids.max()   # what data.py checks at start
         assert ids.max() < meta['vocab_size'] or (meta.get('mask_id') is not None and ids.max() < meta['mask_id'])
     return meta, bins
 
@@ -601,3 +601,48 @@ def test_a_dataset_name_must_be_a_plain_folder_name(tmp_path):
                        f"dataset name '{up}' must be a plain folder name")
     assert_clean_error(cli('', '--out_dir', tmp_path / 'data'), "dataset name '' must be a plain folder name")
     assert sorted(os.listdir(tmp_path)) == ['in.txt']     # nothing written anywhere
+
+
+def test_a_recorded_dataset_starts_without_reading_its_ids(tmp_path, monkeypatch, capsys):
+    # meta.json records each split's token count and largest id, so a run's start checks them instead of
+    # reading a (200 GB) train.bin; a dataset without the record gets its ids read, a large one at a sample
+    import data
+    from conftest import train_script
+    (tmp_path / 'in.txt').write_text(TEXT)
+    d = P.prepare('mine', input=str(tmp_path / 'in.txt'), out_dir=str(tmp_path), quiet=True)
+    meta, bins = load(d)
+    cfg = {**train_script().DEFAULTS, 'data_dir': str(tmp_path), 'dataset': 'mine', 'block_size': 16}
+    read = []
+    real = data.largest_id
+    monkeypatch.setattr(data, 'largest_id', lambda path, ids: read.append(os.path.basename(path)) or real(path, ids))
+    data.load_data(dict(cfg))
+    assert read == []
+    refused = {   # meta.json's record edited: each start is refused in one line (a ConfigError: train.py's exit 2)
+        'max_id': ({**meta, 'max_id': {**meta['max_id'], 'train': len(meta['itos'])}},
+                   f"train.bin holds token id {len(meta['itos'])}, outside the vocabulary of {len(meta['itos'])}"),
+        'tokens': ({**meta, 'val_tokens': meta['val_tokens'] - 1},
+                   f"val.bin holds {meta['val_tokens']} tokens, but its meta.json records {meta['val_tokens'] - 1}"),
+        'corrupt': ({**meta, 'max_id': {'train': 'x'}}, "meta.json has a max_id that is not {split: its largest token id}")}
+    for edited, msg in refused.values():
+        json.dump(edited, open(os.path.join(d, 'meta.json'), 'w'))
+        with pytest.raises(P.ConfigError, match=re.escape(msg)) as e:
+            data.load_data(dict(cfg))
+        assert '\n' not in str(e.value) and read == []
+    # prepared before the record (or nanoGPT's): a small stream's ids are all read, as they always were
+    json.dump({k: v for k, v in meta.items() if k != 'max_id'}, open(os.path.join(d, 'meta.json'), 'w'))
+    data.load_data(dict(cfg))
+    assert sorted(read) == ['train.bin', 'val.bin'] and capsys.readouterr().out == ''
+    # a large one at SAMPLES stretches of 1 MiB, with a note: here two, at either end of a 3 MiB stream
+    monkeypatch.setattr(data, 'FULL_CHECK_BYTES', 2 ** 20)
+    monkeypatch.setattr(data, 'SAMPLES', 2)
+    big = np.zeros(3 * 2 ** 19, dtype=np.uint16)
+    for at, seen in ((2 ** 19, False), (len(big) - 1, True)):   # in the unread middle MiB, in the last MiB
+        big[at] = 999
+        big.tofile(tmp_path / 'big.bin')
+        if seen:
+            with pytest.raises(P.ConfigError, match='big.bin holds token id 999, outside the vocabulary of 50'):
+                data.check_tokens(str(tmp_path / 'big.bin'), 2, 50)
+        else:
+            data.check_tokens(str(tmp_path / 'big.bin'), 2, 50)
+        note = capsys.readouterr().out.splitlines()
+        assert len(note) == 1 and 'big.bin has no recorded max_id' in note[0] and 'checked in 2 MiB of its 3 MiB' in note[0]

@@ -65,7 +65,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
 import configurator
-import prepare_data
+import data
 import train
 from configurator import ConfigError, check, parse_args
 from models import MODELS, build_model, model_classes, model_fields, peak_flops, resolve_device, use_tf32
@@ -208,9 +208,9 @@ def file_configs(paths, opt):
         extra = [f'--{k}={opt[k]}' for k in ('batch_size', 'block_size') if opt[k] is not None]
         cfg = resolve_config([path] + extra)
         if cfg['vocab_size'] is None:
-            meta = prepare_data.read_meta(cfg)
+            meta = data.read_meta(cfg)
             if meta is not None:
-                cfg['vocab_size'] = prepare_data.dataset_vocab(cfg, meta)[0]
+                cfg['vocab_size'] = data.dataset_vocab(cfg, meta)[0]
             else:
                 cfg['vocab_size'] = model_fields(cfg['model'])['vocab_size']
         out.append((os.path.splitext(os.path.basename(path))[0], cfg))

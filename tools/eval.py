@@ -45,11 +45,10 @@ import torch
 import configurator
 import data
 import models
-import prepare_data
 import run_folder
 import train
 from configurator import ConfigError, check, parse_args
-from prepare_data import get_tokenizer, gpt2_encoding, prepare_hint
+from prepare_data import get_tokenizer, gpt2_encoding, prepare_command
 from tools.eval_fill import compare_battery, run_battery, run_infill
 from tools.report import axes, save_figure, write_json
 
@@ -290,18 +289,18 @@ class Evaluator:
         for k in ('batch_size', 'seed', 'data_dir', 'dataset', 'eval_iters'):
             if cfg[k] is not None:
                 self.tcfg[k] = cfg[k]
-        self.meta = prepare_data.read_meta(self.tcfg) or ckpt.get('meta')
+        self.meta = data.read_meta(self.tcfg) or ckpt.get('meta')
         if self.meta is None:
             raise ConfigError(f"{self.tcfg['data_dir']}/{self.tcfg['dataset']} holds no data (meta.json, or nanoGPT's "
                               f"train.bin with or without meta.pkl): eval needs the checkpoint's data (set --data_dir / --dataset)")
-        if prepare_data.tokenizer_problem(self.meta):
-            raise ConfigError(f"the meta in the checkpoint in {cfg['out_dir']} {prepare_data.tokenizer_problem(self.meta)}")
+        if data.tokenizer_problem(self.meta):
+            raise ConfigError(f"the meta in the checkpoint in {cfg['out_dir']} {data.tokenizer_problem(self.meta)}")
         self.vocab = self.model.config.vocab_size
         if self.tcfg['dataset'] == ckpt['config'].get('dataset'):   # the run's own data, as it trained on it
             self.check_data(ckpt.get('data'))
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f"{cfg['split']}.bin")
         if os.path.isfile(path):   # a missing one is named where it is read
-            prepare_data.check_tokens(path, 1, self.vocab)
+            data.check_tokens(path, 1, self.vocab, meta=self.meta, split=cfg['split'])
         mid = self.tcfg.get('mask_id')
         self.mask_id = mid if mid is not None else self.meta.get('mask_id', self.meta['vocab_size'])
         check_vocabulary(ckpt.get('meta'), self.meta, f"{self.tcfg['data_dir']}/{self.tcfg['dataset']}", self.trained_on)
@@ -320,10 +319,10 @@ class Evaluator:
             path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
             if os.path.isfile(path):
                 with open(path, 'rb') as f:
-                    streams[split] = prepare_data.stream_record(f)
-        prepare_data.check_data(then, prepare_data.data_record(self.tcfg, self.meta, streams),
-                                os.path.join(self.tcfg['data_dir'], self.tcfg['dataset']),
-                                "evaluate it on the data it trained on (--data_dir), or train again on this data")
+                    streams[split] = data.stream_record(f)
+        data.check_data(then, data.data_record(self.tcfg, self.meta, streams),
+                        os.path.join(self.tcfg['data_dir'], self.tcfg['dataset']),
+                        "evaluate it on the data it trained on (--data_dir), or train again on this data")
 
     def generator(self, *key):
         """Seeded as data.draw_batch seeds a batch on rank 0."""
@@ -335,7 +334,7 @@ class Evaluator:
         T = self.tcfg['block_size']
         path = os.path.join(self.tcfg['data_dir'], self.tcfg['dataset'], f'{split}.bin')
         if not os.path.isfile(path):
-            raise ConfigError(f"{path} not found: prepare the data first ({prepare_hint(self.tcfg['dataset'])})")
+            raise ConfigError(f"{path} not found: prepare the data first ({prepare_command(self.tcfg['dataset'])})")
         if split not in self.streams:
             self.streams[split] = data.open_streams({split: path})[0][split]
         streams = {split: self.streams[split]}
@@ -349,7 +348,7 @@ class Evaluator:
     def example_starts(self, path, split, T, tokens):
         """Where a window of T + 1 tokens holding a whole example may start: one scan of the stream, not one per batch."""
         if (split, T) not in self.starts:
-            self.starts[split, T] = prepare_data.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T, tokens)
+            self.starts[split, T] = data.example_starts(path, get_tokenizer(self.meta)[0]('\n'), T, tokens)
         return self.starts[split, T]
 
     def example_batches(self, path, split, T, bs):

@@ -25,11 +25,10 @@ import torch
 import torch.nn.functional as F
 
 import configurator
-import prepare_data
 import run_folder
 from battery import CHANCE, DATASETS, FAR, FUTURE, NEAR, TASKS, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
 from configurator import ConfigError
-from data import make_holes
+from data import make_holes, read_meta
 from prepare_data import get_tokenizer
 from tools.report import axes, save_figure, write_json
 
@@ -111,7 +110,7 @@ def battery_examples(ev, n):
     meta, name = ev.meta, ev.tcfg['dataset']
     if ev.tcfg.get('p_synth', 0) > 0:
         name = ev.tcfg['synth_dataset']
-        meta = prepare_data.read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': name}) or meta
+        meta = read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': name}) or meta
     if 'tasks' in meta and 'n_train' in meta:
         tasks = DATASETS.get(meta['name'], TASKS)
         path = os.path.join(ev.tcfg['data_dir'], name, 'val.bin')
