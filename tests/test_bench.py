@@ -1,13 +1,14 @@
 """bench.py: every registered model is sized to GPT's parameter count at the shared shape, the
 training bench runs end to end at a tiny shape with the promised JSON fields, config files are
-measured against the first, and decode reports a growing KV cache next to a fixed state."""
+measured against the first, decode reports a growing KV cache next to a fixed state, and the GPU
+check (tools/gpu_check.py, which bench --gpu_check becomes) runs on a CPU."""
 import json
 import os
 
 import pytest
 import torch
 
-from tools import bench
+from tools import bench, gpu_check
 import models
 import train
 from conftest import train_script
@@ -86,13 +87,29 @@ def test_bad_input_is_one_line(capsys):
         assert err.startswith('error: ') and err.count('\n') == 1, err
 
 
+def test_bench_gpu_check_becomes_the_gpu_check_command(monkeypatch):
+    # python -m tools.bench --gpu_check (and a worker's --gpu_check_worker) is python -m tools.gpu_check with
+    # the same arguments: that module builds on bench, so bench hands the process over instead of importing it
+    def execve(exe, argv, env):
+        raise SystemExit((exe, argv, env['PYTHONPATH']))
+    monkeypatch.setattr(bench.os, 'execve', execve)
+    for args in (['--gpu_check', '--models=gpt', '--backend=eager'], ['--gpu_check_worker=config/gpt_140m.py']):
+        with pytest.raises(SystemExit) as e:
+            bench.main(args)
+        exe, argv, path = e.value.code
+        assert argv == [exe, '-m', 'tools.gpu_check', *args] and path.split(os.pathsep)[0] == bench.ROOT
+    with pytest.raises(SystemExit) as e:   # its options are checked as bench's, before the hand-over
+        bench.main(['--gpu_check', '--warm_jobs=0'])
+    assert e.value.code == 2
+
+
 def test_gpu_check_runs_on_cpu(capsys):
     # the one-shot GPU check at tiny shapes (backend eager: dynamo's graphs without inductor's
     # code generation), so that it cannot rot between GPU sessions: every model in its own worker
     # process, then train.py itself, stopped, resumed and compared with the uninterrupted run
-    records = bench.main(['--gpu_check', '--backend=eager', '--warmup=1', '--iters=1', '--decode_iters=2'])
+    records = gpu_check.main(['--gpu_check', '--backend=eager', '--warmup=1', '--iters=1', '--decode_iters=2'])
     rows = {r['arch']: r for r in records[:-1]}
-    assert [r['model'] for r in records[:-1]] == list(bench.GPU_CHECK) and len(rows) == 6
+    assert [r['model'] for r in records[:-1]] == list(gpu_check.GPU_CHECK) and len(rows) == 6
     for arch, r in rows.items():
         assert 'error' not in r, (arch, r['error'])
         assert r['graphs'] >= 1 and r['max_versions'] < torch._dynamo.config.recompile_limit
@@ -120,4 +137,4 @@ def test_gpu_check_flags_a_recompile_storm():
     opt = {**bench.DEFAULTS, 'backend': 'eager', 'warmup': 3, 'iters': 1}
     cfg = bench.tiny(train.resolve_config([os.path.join(bench.ROOT, 'config', 'cpu_parcae.py')]))
     with torch._dynamo.config.patch(recompile_limit=1), pytest.raises(torch._dynamo.exc.FailOnRecompileLimitHit):
-        bench.check_model('parcae', {**cfg, 'dtype': 'float32'}, opt, 'cpu', (8, 12))
+        gpu_check.check_model('parcae', {**cfg, 'dtype': 'float32'}, opt, 'cpu', (8, 12))
