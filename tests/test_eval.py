@@ -13,7 +13,7 @@ import torch
 
 from conftest import ROOT, train_script
 import battery
-from tools import eval as ev
+from tools import eval as ev, eval_sweep
 import prepare_data
 import run_folder
 
@@ -86,20 +86,20 @@ def test_stream_scores_whole_val_stream(runs, tmp_path):
 
 def test_fit_recovers_known_parameters():
     T = np.arange(1, 25)
-    f = ev.fit_exp_decay(T, 2.5 + 1.2 * np.exp(-0.4 * T))
+    f = eval_sweep.fit_exp_decay(T, 2.5 + 1.2 * np.exp(-0.4 * T))
     assert (f['L_inf'], f['Z'], f['z']) == pytest.approx((2.5, 1.2, 0.4), rel=1e-4)
     noisy = 3.1 + 0.8 * np.exp(-0.15 * T) + np.random.default_rng(0).normal(0, 1e-3, len(T))
-    f = ev.fit_exp_decay(T, noisy)
+    f = eval_sweep.fit_exp_decay(T, noisy)
     assert f['L_inf'] == pytest.approx(3.1, abs=0.02) and f['z'] == pytest.approx(0.15, rel=0.1)
     assert f['unidentified'] == ''
 
 
 def test_a_fit_its_points_cannot_identify_says_so(capsys):
     # four points whose drop happens within the first step: any z past it fits with a larger Z
-    f = ev.fit_exp_decay([1, 2, 4, 8], [3.0, 2.5, 2.49, 2.48])
+    f = eval_sweep.fit_exp_decay([1, 2, 4, 8], [3.0, 2.5, 2.49, 2.48])
     assert '4 points for 3 constants' in f['unidentified'] and 'shorter than the first step' in f['unidentified']
     T = np.arange(1, 25)   # a decay length of 100 over a range of 23: a line, its floor unseen
-    assert 'longer than the swept range' in ev.fit_exp_decay(T, 2.0 + np.exp(-0.01 * T))['unidentified']
+    assert 'longer than the swept range' in eval_sweep.fit_exp_decay(T, 2.0 + np.exp(-0.01 * T))['unidentified']
 
 
 def test_parcae_sweep_json_plot_and_fit(runs, tmp_path, capsys):
