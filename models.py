@@ -8,7 +8,7 @@ import dataclasses
 import os
 import time
 import weakref
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import torch
 import torch.utils.checkpoint
@@ -86,9 +86,14 @@ def checkpointed(block):
 
     def run(*args, **kw):
         if block.training and torch.is_grad_enabled():
-            return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kw)
+            again = RECOMPUTE[0]
+            return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False,
+                                                     context_fn=lambda: (nullcontext(), again()), **kw)
         return forward(*args, **kw)
     block.forward = run
+
+
+RECOMPUTE = [nullcontext]   # what a recomputation runs in (_recomputing: the meta estimate's casts)
 
 
 SEEDED = (Parcae, TextNCA)   # the models whose forward takes seeds=
@@ -362,6 +367,16 @@ def deepest_knobs(model, cfg):
     return kw
 
 
+@contextmanager
+def _recomputing(dtype):
+    """grad_checkpoint's recomputation in backward (another thread, outside _MetaRun) cast as forward was."""
+    RECOMPUTE[0] = lambda: _MetaRun(dtype)
+    try:
+        yield
+    finally:
+        RECOMPUTE[0] = nullcontext
+
+
 def estimate_memory(cfg, micro_batch, accum, configure_optimizers, device_type='cuda'):
     """The peak bytes of one training step (the second: the optimizer holds its states), in eager
     mode, at micro_batch sequences of block_size and cfg's dtype (autocast for bf16/fp16, weights in
@@ -391,7 +406,7 @@ def estimate_memory(cfg, micro_batch, accum, configure_optimizers, device_type='
     if not cfg['causal']:   # train.py's BERT-style step
         kw = {'causal': False}
     mem, saved = _Allocations(), None
-    with mem:
+    with mem, _recomputing(dtype):
         for _ in range(min(accum, 2)):   # a second micro-step runs with every gradient held
             x = torch.randint(0, cfg['vocab_size'], (micro_batch, cfg['block_size']), device='meta')
             mem.phase = 'forward'

@@ -336,10 +336,10 @@ def check_world(cfg, given, ckpt, model, xy, world, micro_batches=(None, None)):
     and one draw per micro-batch where the micro-batch size (then, now) changes. Such a run resumes
     at its own world size."""
     then = len(ckpt['rng'])
-    seeded = seeded_draws(model)
-    kw = {'seeds': torch.zeros(1, dtype=torch.long)} if seeded else {}
     if then == world:
         return
+    seeded = seeded_draws(model)
+    kw = {'seeds': torch.zeros(1, dtype=torch.long)} if seeded else {}
     if draws_randomness(model, xy[0][:1], xy[1][:1], kw):
         why = "draws random numbers in training (dropout) from each process's generator, so they would change"
     elif seeded == 'batch' and micro_batches[0] != micro_batches[1]:
