@@ -38,7 +38,7 @@ def compiled_run(path, data_dir, out_dir, backend, monkeypatch, iters=6):
         train_script().main([path, *shape, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={out_dir}', '--device=cpu',
                     '--dtype=float32', '--compile=True', f'--max_iters={iters}', f'--eval_interval={iters // 2}',
                     '--eval_iters=1', '--log_interval=1', '--gradient_accumulation_steps=1', '--p_synth=0.0',
-                    '--init_from=scratch', '--warmup_iters=0'])
+                    '--init_from=scratch', '--warmup_iters=0', '--micro_batch_size=None'])
     out = stats()
     torch._dynamo.reset()
     losses = [r['loss'] for r in read_log(out_dir)] + [r['val_loss'] for r in read_log(out_dir, 'eval')]

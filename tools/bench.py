@@ -92,9 +92,10 @@ TINY_SHAPE = {'n_embd': 32, 'n_head': 2, 'head_dim': 16, 'd_ff': 64, 'slot_dim':
 # ----------------------------------------------------------------------------- model configs
 def tiny(cfg):
     """cfg with TINY_SHAPE's values for the fields the model has. The model's structure (its depth,
-    windows and loop) stays as the config sets it."""
+    windows and loop) stays as the config sets it; a config's micro_batch_size is for its own batch."""
     fields = model_fields(cfg['model'])
-    return {**cfg, **{k: v for k, v in TINY_SHAPE.items() if k in fields or k in ('vocab_size', 'block_size', 'batch_size')}}
+    return {**cfg, 'micro_batch_size': None,
+            **{k: v for k, v in TINY_SHAPE.items() if k in fields or k in ('vocab_size', 'block_size', 'batch_size')}}
 
 
 def params_of(name, cfg):
