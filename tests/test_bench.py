@@ -103,7 +103,7 @@ def test_bench_gpu_check_becomes_the_gpu_check_command(monkeypatch):
     assert e.value.code == 2
 
 
-@pytest.mark.slow   # about 20-60 s on 2 cores: the suite keeps to CI's 15 minutes
+@pytest.mark.slow   # 17-56 s on 2 cores: the suite keeps to CI's 15 minutes
 def test_gpu_check_runs_on_cpu(capsys):
     # the one-shot GPU check at tiny shapes (backend eager: dynamo's graphs without inductor's
     # code generation), so that it cannot rot between GPU sessions: every model in its own worker

@@ -106,7 +106,7 @@ def test_parcae_depth_runs_share_table_21s_recipe_and_their_controls_are_matched
             {'mean_recurrence', 'mean_backprop_depth', 'depth_sampling'}     # out_dir: the recipe's
 
 
-@pytest.mark.slow   # about 20-60 s on 2 cores: the suite keeps to CI's 15 minutes
+@pytest.mark.slow   # 17-56 s on 2 cores: the suite keeps to CI's 15 minutes
 def test_the_lt_fit_tells_the_four_forms_apart():
     T = list(range(1, 13))
     exp = [2.0 + 0.5 * math.exp(-0.7 * t) for t in T]

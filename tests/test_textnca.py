@@ -560,7 +560,7 @@ def markov_chain_losses(emb_scale=None, seed=0, steps=50, V=32, B=8, T=64, z_bia
     return losses
 
 
-@pytest.mark.slow   # about 20-60 s on 2 cores: the suite keeps to CI's 15 minutes
+@pytest.mark.slow   # 17-56 s on 2 cores: the suite keeps to CI's 15 minutes
 def test_flagship_shape_leaves_the_unigram_loss_at_once():
     # With zero gate biases (z = 1/2) the GRU halves the state every step, and at nanoGPT's 0.02
     # scale the LN after Perceive amplifies a ~1e-3 signal, so the literal Eq. 1 sits at the unigram

@@ -452,7 +452,7 @@ def test_a_resume_at_a_world_size_its_batch_does_not_split_over_names_those_it_d
     assert f'{out}/ckpt.pt holds iter 4' in p.stdout     # with this command's --max_iters
 
 
-@pytest.mark.slow   # about 20-60 s on 2 cores: the suite keeps to CI's 15 minutes
+@pytest.mark.slow   # 17-56 s on 2 cores: the suite keeps to CI's 15 minutes
 def test_a_resume_of_a_model_that_draws_per_process_prints_its_own_world(char_data, tmp_path):
     # dropout draws from each process's generator: trained by 2, resumed by 1 with --max_iters=4; the
     # hint is torchrun with 2 and that --max_iters (Parcae's seeded draws resume anywhere: test_scale.py)
