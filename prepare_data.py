@@ -34,7 +34,7 @@ import numpy as np
 import tiktoken
 from tqdm import tqdm
 
-from battery import DATASETS, SYNTH_CHARS, SYNTH_MASK_TOKEN, VAL_SEED_OFFSET, synthetic_ids, synthetic_split
+from battery import DATASETS, SYNTH_CHARS, SYNTH_MASK_TOKEN, TEST_SEED_OFFSET, VAL_SEED_OFFSET, synthetic_ids, synthetic_split
 from configurator import ConfigError
 
 TOKENIZERS = ('gpt2', 'byte', 'char')
@@ -466,7 +466,7 @@ def prepare_command(dirname):
 
 
 def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=None, vocab=None,
-            n_train=100_000, n_val=6_000, shards=1, val_frac=0.1, quiet=False, max_train_tokens=None):
+            n_train=100_000, n_val=6_000, shards=1, val_frac=0.1, quiet=False, max_train_tokens=None, n_test=0):
     """Write out_dir/<dataset_dirname(...)>/{train,val[,test]}.bin + meta.json; return the folder.
     max_train_tokens: train.bin keeps the first N tokens; None: TRAIN_CAPS' cap, 0: no cap."""
     check_name(name)
@@ -480,6 +480,7 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
             (vocab is not None and tokenizer != 'gpt2', '--vocab restricts the gpt2 tokenizer; use it with --tokenizer gpt2'),
             (name in DATASETS and input is not None, f'{name} is generated offline; --input does not apply to it'),
             (name in DATASETS and min(n_train, n_val) < 1, '--n_train and --n_val must be positive'),
+            (n_test < 0 or n_test and name not in DATASETS, f'--n_test (test examples) is for a synthetic dataset ({", ".join(DATASETS)}), >= 0; got {n_test}'),
             (not 0 < val_frac < 1, f'--val_frac must be between 0 and 1, got {val_frac}'),
             (input is not None and not os.path.exists(input), f'--input {input}: no such file or folder'),
             ((max_train_tokens or 0) < 0, f'--max_train_tokens must be >= 0 (0: no cap), got {max_train_tokens}')]:
@@ -494,7 +495,7 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
     meta = {'name': name, 'tokenizer': tokenizer, **({'bpe_vocab': vocab} if vocab is not None else {}),
             **({'train_cap': cap} if cap else {})}
     if name in DATASETS:
-        tokens, answers = _battery(name, tokenizer, enc, meta, seed, n_train, n_val)
+        tokens, answers = _battery(name, tokenizer, enc, meta, seed, n_train, n_val, n_test)
     else:
         paths, meta['source'] = (([input], os.path.abspath(input)) if input is not None else
                                  _download(name, tokenizer, vocab, out_dir, url, shards, quiet))
@@ -518,16 +519,18 @@ def _download(name, tokenizer, vocab, out_dir, url, shards, quiet):
     return paths, urls if len(urls) > 1 else urls[0]
 
 
-def _battery(name, tokenizer, enc, meta, seed, n_train, n_val):
+def _battery(name, tokenizer, enc, meta, seed, n_train, n_val, n_test):
     """battery.py's examples, one a line: {split: [ids]}, and {split: answer marks} ({split}_answers.bin:
-    uint8, 1 per answer token, the holes of hole fine-tuning); train from seed, val from seed + VAL_SEED_OFFSET."""
+    uint8, 1 per answer token, the holes of hole fine-tuning); train from seed, val from seed + VAL_SEED_OFFSET,
+    test (n_test > 0) from seed + TEST_SEED_OFFSET."""
     try:
-        examples = synthetic_split(seed, n_train, n_val, DATASETS[name])
+        examples = synthetic_split(seed, n_train, n_val, DATASETS[name], n_test=n_test)
     except ValueError as e:
         raise DataError(str(e)) from None
     meta.update(source='synthetic skill battery (battery.synthetic_split)', tasks=list(DATASETS[name]),
                 seed=seed, val_seed=seed + VAL_SEED_OFFSET, n_train=n_train, n_val=n_val,
-                split='train: seed; val: seed + VAL_SEED_OFFSET, minus examples in train')
+                split='train: seed; val: seed + VAL_SEED_OFFSET, minus examples in train' + (n_test > 0) *
+                '; test: seed + TEST_SEED_OFFSET, minus examples in train or val', **({'n_test': n_test} if n_test else {}))
     _encoder(tokenizer, enc, {}, meta)
     meta.update(mask_id=meta['vocab_size'], **({'mask_token': SYNTH_MASK_TOKEN} if tokenizer == 'char' else {}))
     encoded = {s: synthetic_ids(ex, get_tokenizer(meta)[0]) for s, ex in examples.items()}
@@ -675,6 +678,7 @@ def main(argv=None):
     p.add_argument('--vocab', type=int, help='gpt2: restrict to the first N-1 merge ranks + <|endoftext|>')
     p.add_argument('--n_train', type=int, default=100_000, help='synthetic: train examples')
     p.add_argument('--n_val', type=int, default=6_000, help='synthetic: val examples')
+    p.add_argument('--n_test', type=int, default=0, help='synthetic: test examples (test.bin), none in train or val')
     p.add_argument('--shards', type=int, default=1, help='fineweb_edu: train shards to download')
     p.add_argument('--val_frac', type=float, default=0.1, help='val fraction when splitting one text file')
     p.add_argument('--max_train_tokens', type=int, help='train.bin keeps its first N tokens; 0: all (default: all, '

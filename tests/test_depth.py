@@ -101,6 +101,36 @@ def test_the_test_split_is_disjoint_and_leaves_train_and_val_as_they_were():
     assert synthetic_split(1337, 1200, 300, HOP_TASKS, n_test=300)['test'] == ex['test']
 
 
+def test_prepare_writes_the_test_split_and_the_battery_reads_it(tmp_path):
+    # prepare_data.py hops --n_test N writes test.bin / test_answers.bin from the test examples, train and
+    # val byte for byte as without it; the battery reading (tools.eval --battery --split=test) reads those
+    from types import SimpleNamespace
+    from battery import synthetic_ids
+    from configurator import ConfigError
+    from tools.eval_fill import battery_examples
+    plain = prepare_data.prepare('hops1', out_dir=str(tmp_path / 'a'), n_train=200, n_val=40, quiet=True)
+    d = prepare_data.prepare('hops1', out_dir=str(tmp_path / 'b'), n_train=200, n_val=40, n_test=40, quiet=True)
+    meta = json.load(open(os.path.join(d, 'meta.json')))
+    ex = synthetic_split(1337, 200, 40, UP_TO[1], n_test=40)
+    ids, marks = (np.asarray(a).tolist() for a in synthetic_ids(ex["test"], prepare_data.get_tokenizer(meta)[0]))
+    assert np.fromfile(os.path.join(d, 'test.bin'), dtype=np.uint16).tolist() == ids
+    assert np.fromfile(os.path.join(d, 'test_answers.bin'), dtype=np.uint8).tolist() == marks
+    for f in ('train.bin', 'val.bin', 'train_answers.bin', 'val_answers.bin'):
+        assert open(os.path.join(d, f), 'rb').read() == open(os.path.join(plain, f), 'rb').read(), f
+
+    def reading(split, folder):
+        ev = SimpleNamespace(meta=json.load(open(os.path.join(folder, 'meta.json'))), opt={'split': split},
+                             tcfg={'dataset': 'hops1', 'data_dir': os.path.dirname(folder)})
+        return battery_examples(ev, 40)[1]['hop1of1']
+    assert reading('test', d) == [tuple(e[1:]) for e in ex['test']]
+    assert reading('val', d) == reading('val', plain) == [tuple(e[1:]) for e in ex['val']]
+    with pytest.raises(ConfigError, match=r"hops1 has no 'test' split \(python prepare_data.py hops1 --n_test N\)"):
+        reading('test', plain)
+    p = run_script('prepare_data.py', 'tiny', '--input', os.path.join(d, 'meta.json'), '--n_test=5',
+                   f'--out_dir={tmp_path}/c', check=False)
+    assert p.returncode == 2 and '--n_test (test examples) is for a synthetic dataset' in p.stderr
+
+
 @pytest.fixture(scope='module')
 def hops(tmp_path_factory):
     root = str(tmp_path_factory.mktemp('data'))

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 import configurator
 import run_folder
-from battery import CHANCE, DATASETS, FAR, FUTURE, NEAR, TASKS, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
+from battery import CHANCE, DATASETS, FAR, FUTURE, NEAR, TASKS, TEST_SEED_OFFSET, VAL_SEED_OFFSET, encode_example, synthetic_examples, synthetic_split
 from configurator import ConfigError
 from data import make_holes, read_meta
 from prepare_data import get_tokenizer
@@ -105,17 +105,21 @@ def run_infill(ev):
 
 
 def battery_examples(ev, n):
-    """(meta, {task: [(prompt, answer, suffix)]}): the synthetic dataset's own val examples when
-    the checkpoint was trained on it (or mixed it in with p_synth), else fresh ones from the val seed."""
-    meta, name = ev.meta, ev.tcfg['dataset']
+    """(meta, {task: [(prompt, answer, suffix)]}): the synthetic dataset's own examples of --split (val, or
+    test where it was prepared with --n_test) when the checkpoint was trained on it (or mixed it in with
+    p_synth), else fresh ones from the val seed."""
+    meta, name, split = ev.meta, ev.tcfg['dataset'], ev.opt['split']
     if ev.tcfg.get('p_synth', 0) > 0:
         name = ev.tcfg['synth_dataset']
         meta = read_meta({'data_dir': ev.tcfg['data_dir'], 'dataset': name}) or meta
     if 'tasks' in meta and 'n_train' in meta:
         tasks = DATASETS.get(meta['name'], TASKS)
-        path = os.path.join(ev.tcfg['data_dir'], name, 'val.bin')
+        path = os.path.join(ev.tcfg['data_dir'], name, f'{split}.bin')
+        if split not in ('val', 'test') or split == 'test' and not meta.get('n_test'):
+            raise ConfigError(f"the battery reads split 'val', or 'test' where the data has one; {name} has no "
+                              f"{split!r} split" + (f" (python prepare_data.py {meta['name']} --n_test N)" if split == 'test' else ''))
         if meta['tasks'] == list(tasks):
-            val = synthetic_split(meta['seed'], meta['n_train'], meta['n_val'], tasks)['val']
+            val = synthetic_split(meta['seed'], meta['n_train'], meta['n_val'], tasks, n_test=meta.get('n_test', 0))[split]
             first = encode_example(*val[0][1:3], get_tokenizer(meta)[0], suffix=val[0][3])[0]
         if meta['tasks'] != list(tasks) or (os.path.isfile(path) and np.fromfile(
                 path, dtype=np.uint16, count=len(first)).tolist() != first):
@@ -126,7 +130,8 @@ def battery_examples(ev, n):
             if len(out[t]) < n:
                 out[t].append(tuple(ex))
         return meta, out
-    return meta, {t: synthetic_examples(t, n, 1337 + VAL_SEED_OFFSET) for t in TASKS}
+    return meta, {t: synthetic_examples(t, n, 1337 + (TEST_SEED_OFFSET if split == 'test' else VAL_SEED_OFFSET))
+                  for t in TASKS}
 
 
 def battery_readings(ev):
