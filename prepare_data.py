@@ -41,9 +41,12 @@ TOKENIZERS = ('gpt2', 'byte', 'char')
 ROW_SEP = 256  # the byte tokenizer's row separator
 # char-rnn publishes no checksum for tiny shakespeare; this is the sha256 that projects pinning the
 # file (TensorFlow Datasets among them) agree on. WikiText-103's is HuggingFace datasets' for this zip.
+# lambada_test.jsonl's are those lm-evaluation-harness records for lambada_openai's file (OpenAI's own copy).
 SHA256 = {'input.txt': '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed',
-          'wikitext-103-raw-v1.zip': '91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794'}
-SIZES = {'input.txt': 1115394, 'wikitext-103-raw-v1.zip': 191984949, 'enwik8.zip': 36445475}
+          'wikitext-103-raw-v1.zip': '91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794',
+          'lambada_test.jsonl': '4aa8d02cd17c719165fc8a7887fddd641f43fcafa4b1c806ca8abc31fabdb226'}
+SIZES = {'input.txt': 1115394, 'wikitext-103-raw-v1.zip': 191984949, 'enwik8.zip': 36445475,
+         'lambada_test.jsonl': 1819752}
 TRAIN_CAPS = {('tinystories', 'byte'): 250_000_000}   # the causal workspace paper's --max-train-tokens
 
 
@@ -331,6 +334,9 @@ SOURCES = {
     'enwik8': ('byte', 'http://mattmahoney.net/dc', ['enwik8.zip'], enwik8),
     'tinystories': ('gpt2', f'{HF}/roneneldan/TinyStories/resolve/main', TINYSTORIES_FILES, tinystories),
     'fineweb_edu': ('gpt2', f'{HF}/karpathy/fineweb-edu-100b-shuffle/resolve/main', fineweb_files, fineweb_edu),
+    # passages for tools.lambada, which encodes them with the scored model's tokenizer ('char' only names the folder)
+    'lambada': ('char', f'{HF}/EleutherAI/lambada_openai/resolve/900124bf3b8235c6daf21033af9948b3f07346c4/data',
+                ['lambada_test.jsonl'], None),
     **{name: ('char', None, [], None) for name in DATASETS},
 }
 
@@ -470,6 +476,14 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
     """Write out_dir/<dataset_dirname(...)>/{train,val[,test]}.bin + meta.json; return the folder.
     max_train_tokens: train.bin keeps the first N tokens; None: TRAIN_CAPS' cap, 0: no cap."""
     check_name(name)
+    if name == 'lambada':
+        from tools.lambada import prepare_test_set
+        if tokenizer is not None or vocab is not None:
+            raise DataError("lambada's passages are encoded by the model scoring them: --tokenizer and --vocab do not apply")
+        try:
+            return prepare_test_set(input, out_dir, url, quiet)
+        except ConfigError as e:   # run as a script, tools.lambada's prepare_data (and DataError) is another module
+            raise DataError(str(e)) from None
     tokenizer, made = tokenizer or (SOURCES[name][0] if name in SOURCES else 'char'), prepare_command(name)
     for wrong, msg in [
             (name not in SOURCES and input is None,
@@ -538,7 +552,8 @@ def _battery(name, tokenizer, enc, meta, seed, n_train, n_val, n_test):
 
 
 # ----------------------------------------------------------------------------- writing: whole, or not at all
-OWN_FILE = re.compile(r'(train|val|test)(_answers)?\.bin|meta\.json|\.DS_Store')   # what _write puts there (and macOS)
+# what _write puts there, tools.lambada's passages, and macOS's
+OWN_FILE = re.compile(r'(train|val|test)(_answers)?\.bin|meta\.json|lambada_test\.jsonl|\.DS_Store')
 
 
 def _check_owned(dest):
@@ -607,9 +622,9 @@ def _write_ids(f, chunks, cap, bar):
     return n, top
 
 
-def _write(dest, tokens, answers, meta, quiet, cap=None):
-    """The dataset (split -> uint16 arrays; train.bin stops at cap) in .NAME.new<pid>@<host>, meta.json last, then
-    swapped in whole: a failure or a signal leaves the previous one as it was, open files of it readable."""
+def swap_in(dest, fill, quiet):
+    """fill(folder) writes the files in .NAME.new<pid>@<host>, which is then swapped in whole for dest: a failure
+    or a signal leaves the previous one as it was, open files of it readable. Returns dest's real path."""
     parent, name = os.path.split(os.path.realpath(dest))   # a linked folder is replaced where it lives
     dest = os.path.join(parent, name)
     _remove_stale(parent, name, quiet)
@@ -617,19 +632,7 @@ def _write(dest, tokens, answers, meta, quiet, cap=None):
     new, old = os.path.join(parent, f'.{name}.new{tag}'), os.path.join(parent, f'.{name}.old{tag}')
     os.makedirs(new)
     try:
-        for s, chunks in tokens.items():
-            with tqdm(desc=f'{name}/{s}.bin', unit='tok', unit_scale=True, disable=quiet) as bar:
-                n, top = _write_file(os.path.join(new, f'{s}.bin'),
-                                     lambda f: _write_ids(f, chunks, cap if s == 'train' else None, bar))
-            if n < 2:
-                raise DataError(f'the {s} split has {n} tokens; the input is too small to split'
-                                + (f' ({dest} is unchanged)' if os.path.isdir(dest) else ''))
-            if s in answers:
-                _write_file(os.path.join(new, f'{s}_answers.bin'), lambda f: f.write(answers[s].tobytes()))
-            meta[f'{s}_tokens'] = n
-            meta.setdefault('max_id', {})[s] = top   # what a reader checks instead of reading every id
-        _write_file(os.path.join(new, 'meta.json'),
-                    lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode('utf-8')))
+        fill(new)
         if os.path.isdir(dest):
             os.replace(dest, old)
         try:
@@ -643,6 +646,26 @@ def _write(dest, tokens, answers, meta, quiet, cap=None):
             shutil.rmtree(new)
     if os.path.isdir(old):
         shutil.rmtree(old)
+    return dest
+
+
+def _write(dest, tokens, answers, meta, quiet, cap=None):
+    """The dataset (split -> uint16 arrays; train.bin stops at cap), meta.json last, swapped in whole (swap_in)."""
+    def fill(new):
+        for s, chunks in tokens.items():
+            with tqdm(desc=f'{os.path.basename(dest)}/{s}.bin', unit='tok', unit_scale=True, disable=quiet) as bar:
+                n, top = _write_file(os.path.join(new, f'{s}.bin'),
+                                     lambda f: _write_ids(f, chunks, cap if s == 'train' else None, bar))
+            if n < 2:
+                raise DataError(f'the {s} split has {n} tokens; the input is too small to split'
+                                + (f' ({dest} is unchanged)' if os.path.isdir(dest) else ''))
+            if s in answers:
+                _write_file(os.path.join(new, f'{s}_answers.bin'), lambda f: f.write(answers[s].tobytes()))
+            meta[f'{s}_tokens'] = n
+            meta.setdefault('max_id', {})[s] = top   # what a reader checks instead of reading every id
+        _write_file(os.path.join(new, 'meta.json'),
+                    lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode('utf-8')))
+    dest = swap_in(dest, fill, quiet)
     if not quiet:
         counts = ', '.join(f'{s} {meta[s + "_tokens"]:,}' for s in tokens)
         print(f'wrote {dest}: {meta["tokenizer"]} tokenizer, vocab_size {meta["vocab_size"]}, tokens: {counts}')

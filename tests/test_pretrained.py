@@ -2,7 +2,8 @@
 and tools.lambada, through the fixture of tests/fixtures/parcae_authors/: a release folder reaches
 their logits, sample.py generates from it with their tokenizer, the hub path asks for their files
 in their order (served from the fixture: nothing is downloaded), a missing package is one line,
-and LAMBADA's scoring equals a naive per-passage loop and a case worked out by hand."""
+and LAMBADA's scoring equals a naive per-passage loop and a case worked out by hand (tools.eval
+--task=lambada scores a release as tools.lambada does); prepare_data.py lambada: test_lambada.py."""
 import json
 import os
 import shutil
@@ -175,3 +176,17 @@ def test_eval_and_a_fine_tune_refuse_a_release_in_one_line(tmp_path, capsys):
     assert e.value.code == 2 and 'tools.lambada' in capsys.readouterr().err
     with pytest.raises(ConfigError, match='tokenizer.json'):
         run_folder.load_start(None, {'init_from': folder, 'model': 'parcae'}, None)
+
+
+def test_eval_refuses_a_release_naming_task_lambada_which_scores_it(tmp_path, capsys):
+    from tools import eval as tools_eval
+    folder = release_folder(tmp_path)
+    (tmp_path / 'p.txt').write_text("the loop runs the same block again\na stable loop forgets where it started\n")
+    with pytest.raises(SystemExit):
+        tools_eval.main([f'--out_dir={folder}'])
+    assert f'python -m tools.eval --out_dir={folder} --task=lambada' in capsys.readouterr().err
+    got = tools_eval.main([f'--out_dir={folder}', '--task=lambada', f'--input={tmp_path / "p.txt"}',
+                           '--sweep=num_recur=1..2', '--batch_size=1'])['lambada']
+    assert got == lambada.main([f'--init_from={folder}', f'--input={tmp_path / "p.txt"}', '--sweep=num_recur=1,2',
+                                '--batch_size=1'])
+    assert [r['num_recur'] for r in got] == [1, 2]

@@ -13,6 +13,7 @@ out_dir/eval/) as JSON, and as a PNG where there is something to plot.
     python -m tools.eval --compare out-gpt_140m out-parcae_140m   # Markdown table + loss curves
     python -m tools.eval --compare out-fon_d256_t1 out-fon_tf_d256 --extrapolate=256,512,1024,2048   # extrapolation, one figure
     python -m tools.eval --out_dir=out --num_recur=16           # any forward knob, passed to every call
+    python -m tools.eval --out_dir=out --task=lambada           # LAMBADA (tools.lambada), after python prepare_data.py lambada
 
 Scoring. Default: train.py's own eval set (batches.get(split, -1 - k), k < eval_iters, with the
 checkpoint's seed, batch_size and block_size), so the val loss equals the one train.py logged.
@@ -48,6 +49,7 @@ import run_folder
 import train
 from configurator import ConfigError, check, parse_args
 from prepare_data import get_tokenizer, gpt2_encoding, prepare_command
+from tools import lambada
 from tools.eval_fill import compare_battery, run_battery, run_infill
 from tools.eval_sweep import parse_values, run_sweep
 from tools.report import axes, save_figure, write_json
@@ -73,6 +75,7 @@ baseline_from = ''       # --infill: the checkpoint without hole fine-tuning (''
 nca_steps = False        # TextNCA: loss after every NCA step (model.step_losses)
 gates = False            # TextNCA: mean update/reset gates per step (model.gate_stats)
 compare = ''             # run folders (python -m tools.eval --compare out-a out-b ...)
+task = ''                # 'lambada': tools.lambada's score instead (run_lambada: the keys it passes on)
 out = ''                 # '': out_dir/eval (compare: the first run's folder/compare)
 device = 'auto'
 dtype = 'auto'
@@ -195,7 +198,8 @@ class Evaluator:
         self.model, ckpt = run_folder.load_checkpoint(cfg['out_dir'], self.dev)
         if ckpt.get('release'):   # the Parcae authors' weights: no dataset here is in their tokenizer
             raise ConfigError(f"{cfg['out_dir']} is a release of the Parcae authors, whose tokenizer.json no dataset here "
-                              f"uses: score it with python -m tools.lambada --init_from={cfg['out_dir']} --input=FILE")
+                              f"uses: score it on LAMBADA with python -m tools.eval --out_dir={cfg['out_dir']} "
+                              f"--task=lambada (tools.lambada; python prepare_data.py lambada first)")
         self.model.eval()
         self.name = ckpt['model_name']
         self.knob_names = [k for k in self.model.knobs if k != 'holes']
@@ -593,6 +597,31 @@ def run_compare(runs, opt):
     return res
 
 
+# ----------------------------------------------------------------------------- LAMBADA
+LAMBADA_KEYS = ('out_dir', 'device', 'dtype', 'batch_size', 'sweep', 'out', 'task')   # the eval keys it takes
+
+
+def run_lambada(opt, given, runs):
+    """--task=lambada: tools.lambada scores the run, given eval's keys that it takes, its own (input, init_from)
+    and the model's knobs; its results go to lambada.json where eval's go."""
+    other = ['compare'] if runs else [k for k in given if k in DEFAULTS and k not in LAMBADA_KEYS]
+    if other:
+        raise ConfigError(f"{other[0]} does not apply to --task=lambada, which takes {', '.join(LAMBADA_KEYS[:-2])}, "
+                          f"out, tools.lambada's input and init_from, and the model's knobs")
+    args = {k: given.raw.get(k, v) for k, v in given.items() if k not in ('out', 'task')}
+    if args.get('sweep'):   # eval's KNOB=A..B as tools.lambada's KNOB=a,b,c
+        knob, _, values = str(args['sweep']).partition('=')
+        args['sweep'] = f"{knob}={','.join(map(str, parse_values(values)))}"
+    results = lambada.main([f'--{k}={v}' for k, v in args.items()])
+    source = str(args.get('init_from') or opt['out_dir'])
+    folder = opt['out'] or (os.path.join(source, 'eval') if os.path.isdir(source) else None)
+    if folder:   # an hf: release has no folder of its own: its results are the printed lines, or go to --out
+        os.makedirs(folder, exist_ok=True)
+        write_json(os.path.join(folder, 'lambada.json'),
+                   {'model': source, 'input': args.get('input', lambada.DEFAULTS['input']), 'results': results})
+    return results
+
+
 # ----------------------------------------------------------------------------- main
 def main(argv):
     knobs, opt = {}, DEFAULTS
@@ -611,6 +640,10 @@ def main(argv):
             raise ConfigError(f"--out={opt['out']} is a file; name a folder for the results")
         if opt['compare']:
             runs += [r for r in str(opt['compare']).split(',') if r]
+        if opt['task'] not in ('', 'lambada'):
+            raise ConfigError(f"task must be lambada (or '' for eval's own scores), got {opt['task']!r}")
+        if opt['task']:
+            return {'lambada': run_lambada(opt, given, runs)}
         if runs:
             if knobs:
                 raise ConfigError(f"unknown key '{next(iter(knobs))}' (--compare takes no model knobs)")

@@ -4,19 +4,24 @@ before it. Scored as lm-evaluation-harness scores lambada_openai: accuracy, the 
 tokens are all the greedy ones (each given the context and the word's tokens before it), and the
 word's perplexity, exp of minus the mean over passages of log p(word | context).
 
-    python -m tools.lambada --init_from=hf:SandyResearch/parcae-140m --input=lambada_test.jsonl
+    python prepare_data.py lambada        # data/lambada/lambada_test.jsonl: lambada_openai's 5153 passages
+    python -m tools.lambada --init_from=hf:SandyResearch/parcae-140m
     python -m tools.lambada --out_dir=out-parcae --input=passages.txt --sweep=num_recur=1,2,4,8
+    python -m tools.eval --out_dir=out-parcae --task=lambada     # the same, as tools.eval's task
 
---input: a .jsonl of {"text": passage} (lambada_openai's rows) or {"context", "continuation"}
-(the authors' eval bundle), else a text file of one passage a line. The word follows the passage's
-last space and is scored with that space (' word'): the passage encoded whole, the word's tokens
-those after the context's, as the harness encodes a pair. A release whose tokenizer_config.json
-names a bos_token starts every passage with it, as the authors' eval does; a passage longer than
-the model's block_size keeps its last block_size tokens. Any other --key=value is a knob of the
-model's forward (num_recur); --sweep=KNOB=a,b,c scores at each value.
+--input (default: the file prepare_data.py lambada writes): a .jsonl of {"text": passage}
+(lambada_openai's rows) or {"context", "continuation"} (the authors' eval bundle), else a text file
+of one passage a line. The word follows the passage's last space and is scored with that space
+(' word'): the passage encoded whole, the word's tokens those after the context's, as the harness
+encodes a pair. A release whose tokenizer_config.json names a bos_token starts every passage
+with it, as the authors' eval does; a passage longer than the model's block_size keeps its last
+block_size tokens. Any other --key=value is a knob of the model's forward (num_recur);
+--sweep=KNOB=a,b,c scores at each value.
 """
 import json
 import math
+import os
+import shutil
 import sys
 
 import torch
@@ -24,15 +29,20 @@ import torch.nn.functional as F
 
 import configurator
 import models
+import prepare_data
 import pretrained
 import run_folder
 from configurator import ConfigError, check, parse_args
 from prepare_data import get_tokenizer
 
+TEST_FILE = 'lambada_test.jsonl'
+TEST_SET = os.path.join('data', 'lambada', TEST_FILE)   # python prepare_data.py lambada writes it
+PASSAGES = 5153     # lambada_openai's test set
+
 DEFAULTS = dict(
     out_dir='out',
     init_from='',       # '' (out_dir's checkpoint) | hf:OWNER/NAME | a folder of the Parcae authors' format
-    input='',           # the passages: .jsonl ({"text"} or {"context", "continuation"}) or one a line
+    input=TEST_SET,     # the passages: .jsonl ({"text"} or {"context", "continuation"}) or one a line
     batch_size=8,
     sweep='',           # KNOB=a,b,c: one score per value (num_recur=1,2,4,8)
     device='auto',
@@ -40,18 +50,22 @@ DEFAULTS = dict(
 )
 
 
-def read_passages(path):
-    """[(context, ' word')] of the file's passages."""
+def read_passages(path, jsonl=None):
+    """[(context, ' word')] of the file's passages; its rows are JSON when jsonl (None: when it ends in .jsonl)."""
     items = []
-    with open(path, encoding='utf-8') as f:
-        lines = [ln.rstrip('\n') for ln in f if ln.strip()]
+    try:
+        with open(path, encoding='utf-8') as f:
+            lines = [ln.rstrip('\n') for ln in f if ln.strip()]
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text") from None
     for n, line in enumerate(lines, 1):
-        if path.endswith('.jsonl'):
+        if path.endswith('.jsonl') if jsonl is None else jsonl:
             try:
                 row = json.loads(line)
             except ValueError as e:
                 raise ConfigError(f"{path}:{n}: not a JSON row ({e})") from None
-            if 'context' in row and 'continuation' in row:
+            row = row if isinstance(row, dict) else {}
+            if isinstance(row.get('context'), str) and isinstance(row.get('continuation'), str):
                 items.append((row['context'].strip(), ' ' + row['continuation'].strip()))
                 continue
             if not isinstance(row.get('text'), str):
@@ -64,6 +78,26 @@ def read_passages(path):
     if not items:
         raise ConfigError(f"{path} holds no passages")
     return items
+
+
+def prepare_test_set(input=None, out_dir='data', url=None, quiet=False):
+    """python prepare_data.py lambada: out_dir/lambada/lambada_test.jsonl, downloaded (or --input FILE) and
+    checked: its rows parse and there are PASSAGES of them. Returns the folder."""
+    dest = os.path.join(out_dir, 'lambada')
+    prepare_data._check_owned(dest)
+    if input is None:
+        input = prepare_data._download('lambada', None, None, out_dir, url, 1, quiet)[0][0]
+    elif not os.path.isfile(input):
+        raise ConfigError(f"--input {input}: no such file")
+    if (n := len(read_passages(input, jsonl=True))) != PASSAGES:
+        raise ConfigError(f"{input} holds {n} passages, not lambada_openai's {PASSAGES}: a cut-short or another file")
+    if (digest := prepare_data._sha256(input)) != prepare_data.SHA256[TEST_FILE]:
+        print(f"note: {input} is not lambada_openai's {TEST_FILE} (sha256 {digest[:16]}...): its scores compare "
+              f"with lambada_openai's only if its passages are the same", file=sys.stderr)
+    prepare_data.swap_in(dest, lambda new: shutil.copyfile(input, os.path.join(new, TEST_FILE)), quiet)
+    if not quiet:
+        print(f"wrote {os.path.join(dest, TEST_FILE)}: {n} passages")
+    return dest
 
 
 def encode_passages(items, encode, bos_id, block_size):
@@ -135,8 +169,8 @@ def main(argv):
         given = parse_args(argv)
         opt = {**DEFAULTS, **check(given.pick(DEFAULTS), DEFAULTS)}
         knobs = {k: v for k, v in given.items() if k not in DEFAULTS}
-        if not opt['input']:
-            raise ConfigError("--input is required: a .jsonl or text file of LAMBADA passages")
+        if opt['input'] == TEST_SET and not os.path.exists(TEST_SET):
+            raise ConfigError(f"no passages at {TEST_SET}: run python prepare_data.py lambada first (offline: --input FILE)")
         if not isinstance(opt['batch_size'], int) or opt['batch_size'] < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {opt['batch_size']!r}")
         points = sweep_values(opt['sweep']) or [(None, None)]
