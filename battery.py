@@ -209,7 +209,8 @@ CURRICULUM = {t: f for tasks in UP_TO.values() for t, f in tasks.items()}
 CHANCE.update({t: 1 / (HOP_LETTERS - 1) for t in {**HOP_TASKS, **CURRICULUM}})   # any listed letter but the queried one
 ALL_TASKS = {**TASKS, **HOP_TASKS, **CURRICULUM}
 # prepare_data.py NAME -> the tasks it holds
-DATASETS = {'synthetic': TASKS, 'hops': HOP_TASKS, **{f'hops{n}': tasks for n, tasks in UP_TO.items()}}
+DATASETS = {'synthetic': TASKS, 'hops': HOP_TASKS, **{f'hops{n}': tasks for n, tasks in UP_TO.items()},
+            'quickstart': {'mem_l': TASKS['mem_l']}}
 
 
 def evidence_gap(prompt, answer, suffix):

@@ -22,7 +22,7 @@ import torch
 
 import run_folder
 from configurator import ConfigError
-from prepare_data import check_name, get_tokenizer, prepare, prepare_command
+from prepare_data import DATASETS, check_name, get_tokenizer, prepare, prepare_command
 
 
 # ----------------------------------------------------------------------------- reading a prepared dataset
@@ -82,8 +82,10 @@ def read_meta_pkl(path):
 def tokenizer_problem(meta):
     """What keeps a meta's tokenizer from decoding (a char meta needs its itos table), else None."""
     kind, itos = meta.get('tokenizer'), meta.get('itos')
-    if kind not in (None, 'gpt2', 'byte', 'char'):
-        return f"names the tokenizer {kind!r}, not one of gpt2, byte, char"
+    if kind not in (None, 'gpt2', 'byte', 'char', 'json'):
+        return f"names the tokenizer {kind!r}, not one of gpt2, byte, char, json"
+    if kind == 'json' and not isinstance(meta.get('tokenizer_sha256'), str):
+        return "has no tokenizer_sha256 (the sha256 of the tokenizer.json its ids come from)"
     itos = [itos.get(str(i)) for i in range(len(itos))] if isinstance(itos, dict) else itos
     if kind == 'char' and (not isinstance(itos, list) or not itos or not all(isinstance(c, str) for c in itos)):
         return "has no itos (a list of the char tokenizer's symbols, id -> character) to decode with"
@@ -102,7 +104,7 @@ def record_problem(meta):
 
 def check_dataset(cfg, given):
     """The data a run names (a plain folder name) is there, before out_dir is looked at (so a typo'd
-    --dataset is what a command into a trained run's out_dir hears of). The synthetic battery is
+    --dataset is what a command into a trained run's out_dir hears of). The battery's datasets are
     made on the spot; a resume's data is its checkpoint's, and a dry run reads none."""
     for k in ('dataset', 'synth_dataset'):
         try:
@@ -111,7 +113,7 @@ def check_dataset(cfg, given):
             raise ConfigError(f"{k}: {e}")
     if cfg['dry_run'] or (cfg['init_from'] == 'resume' and 'dataset' not in given):
         return
-    if cfg['dataset'] != 'synthetic' and read_meta(cfg) is None:
+    if cfg['dataset'] not in DATASETS and read_meta(cfg) is None:
         raise ConfigError(no_data(cfg))
 
 
@@ -239,16 +241,16 @@ def load_data(cfg, knobs=(), rank=0, world=1, dev='cpu', ddp=False, then=None, h
     """The data get_batch reads on this process (rank of world, batches sent to dev; knobs: the
     model's forward keywords), once every stream is checked; then: the record of the data a resumed
     checkpoint trained on, which the data found now must match (else hint, what to run instead);
-    argv: the command's, which a hint repeats. The synthetic battery is made on the spot, so
-    python train.py works offline."""
+    argv: the command's, which a hint repeats. The battery's datasets (synthetic, quickstart, hops) are
+    made on the spot, so python train.py works offline."""
     ds_dir = os.path.join(cfg['data_dir'], cfg['dataset'])
-    if cfg['dataset'] == 'synthetic' and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
+    if cfg['dataset'] in DATASETS and not os.path.isfile(os.path.join(ds_dir, 'meta.json')):
         err = None
         if rank == 0:
             try:
-                prepare('synthetic', out_dir=cfg['data_dir'])
+                prepare(cfg['dataset'], out_dir=cfg['data_dir'])
             except OSError as e:
-                err = f"cannot write the synthetic data under data_dir {cfg['data_dir']}: {e.strerror or e}"
+                err = f"cannot write the {cfg['dataset']} data under data_dir {cfg['data_dir']}: {e.strerror or e}"
         run_folder.agree(err, ddp)
     meta = read_meta(cfg)
     if meta is None:
@@ -281,7 +283,7 @@ def check_same_tokenizer(cfg, meta, argv):
     synth = read_meta({**cfg, 'dataset': cfg['synth_dataset']})
     if synth is None:
         return      # load_data names the missing stream
-    keys = ('tokenizer', 'bpe_vocab', 'itos')
+    keys = ('tokenizer', 'bpe_vocab', 'itos', 'tokenizer_sha256')
     differ = [k for k in keys if synth.get(k) != meta.get(k)]
     if differ:
         said = lambda m: f"{m.get('tokenizer')} tokenizer, vocab_size {m.get('vocab_size')}"

@@ -1,16 +1,19 @@
 """
 Prepare a dataset: data/<dir>/{train.bin, val.bin[, test.bin], meta.json}, as nanoGPT's prepare.py scripts.
 
-    python prepare_data.py NAME [--tokenizer gpt2|byte|char] [--input FILE] [--out_dir data] [--url BASE] ...
+    python prepare_data.py NAME [--tokenizer gpt2|byte|char|json:PATH] [--input FILE] [--out_dir data] [--url BASE] ...
 
 NAME is a row of SOURCES, each read by a function whose docstring says how it splits, or any plain folder
 name with --input FILE. The .bin files are flat np.uint16 token streams; meta.json, written last, holds the
 tokenizer, vocab_size, itos/stoi (char), bpe_vocab (gpt2 --vocab N: GPT-2's first N-1 merges + <|endoftext|>
 = N-1), mask_id (battery.py's datasets), source, split, {split}_tokens and max_id (each split's largest id:
-data.py checks these at start instead of reading every id). The byte tokenizer's 257th symbol ends each
-WikiText row and fineweb_edu document. Downloads resume and are checked (SHA256, SIZES, the HuggingFace
-Hub's X-Linked-Etag); --url BASE or PREPARE_DATA_URL names a mirror. More: docs/training.md#data. Reading
-a dataset back: data.py. In-process: prepare(name, ...) -> the folder; a mistake raises DataError.
+data.py checks these at start instead of reading every id). --tokenizer=json:PATH encodes a text with a
+tokenizer.json (the file, or a folder holding one: a Parcae release's) through the tokenizers package into
+NAME_json_<its sha256's first 8>; meta.json records tokenizer_sha256, and the folder keeps a copy of the file
+(tokenizer_file). The byte tokenizer's 257th symbol ends each WikiText row and fineweb_edu document.
+Downloads resume and are checked (SHA256, SIZES, the HuggingFace Hub's X-Linked-Etag); --url BASE or
+PREPARE_DATA_URL names a mirror. More: docs/training.md#data. Reading a dataset back: data.py. In-process:
+prepare(name, ...) -> the folder; a mistake raises DataError.
 """
 import argparse
 import codecs
@@ -34,10 +37,11 @@ import numpy as np
 import tiktoken
 from tqdm import tqdm
 
-from battery import DATASETS, SYNTH_CHARS, SYNTH_MASK_TOKEN, TEST_SEED_OFFSET, VAL_SEED_OFFSET, synthetic_ids, synthetic_split
+from battery import DATASETS, SYNTH_CHARS, SYNTH_MASK_TOKEN, VAL_SEED_OFFSET, synthetic_ids, synthetic_split
 from configurator import ConfigError
 
 TOKENIZERS = ('gpt2', 'byte', 'char')
+TOKENIZER_JSON = 'tokenizer.json'   # --tokenizer=json:PATH's file, and its copy in the dataset folder
 ROW_SEP = 256  # the byte tokenizer's row separator
 # char-rnn publishes no checksum for tiny shakespeare; this is the sha256 that projects pinning the
 # file (TensorFlow Datasets among them) agree on. WikiText-103's is HuggingFace datasets' for this zip.
@@ -45,6 +49,7 @@ ROW_SEP = 256  # the byte tokenizer's row separator
 SHA256 = {'input.txt': '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed',
           'wikitext-103-raw-v1.zip': '91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794',
           'lambada_test.jsonl': '4aa8d02cd17c719165fc8a7887fddd641f43fcafa4b1c806ca8abc31fabdb226'}
+LAMBADA_PASSAGES = 5153   # lambada_openai's test set
 SIZES = {'input.txt': 1115394, 'wikitext-103-raw-v1.zip': 191984949, 'enwik8.zip': 36445475,
          'lambada_test.jsonl': 1819752}
 TRAIN_CAPS = {('tinystories', 'byte'): 250_000_000}   # the causal workspace paper's --max-train-tokens
@@ -156,11 +161,17 @@ def gpt2_encoding(vocab=None):
 def get_tokenizer(meta):
     """(encode, decode) for a dataset's meta dict (or its folder / meta.json path): encode(str) -> ids
     (char: a ValueError names characters outside the vocabulary); decode(ids) -> str, an id outside the
-    vocabulary as U+FFFD (the battery's MASK as its mask_token); byte decode drops the row separators."""
+    vocabulary as U+FFFD (the battery's MASK as its mask_token); byte decode drops the row separators; json
+    reads the folder's tokenizer.json (a meta dict: its tokenizer_file)."""
+    copy = None
     if isinstance(meta, (str, os.PathLike)):
-        with open(os.path.join(meta, 'meta.json') if os.path.isdir(meta) else meta) as f:
+        path = os.path.join(meta, 'meta.json') if os.path.isdir(meta) else meta
+        copy = os.path.join(os.path.dirname(path), TOKENIZER_JSON)
+        with open(path) as f:
             meta = json.load(f)
     kind = meta['tokenizer']
+    if kind == 'json':
+        return _json_codec(meta, copy or meta.get('tokenizer_file'))
     if kind == 'gpt2':
         enc = gpt2_encoding(meta.get('bpe_vocab'))
 
@@ -172,7 +183,7 @@ def get_tokenizer(meta):
         return (lambda s: list(s.encode('utf-8')),
                 lambda ids: bytes(int(i) for i in ids if 0 <= i < 256).decode('utf-8', errors='replace'))
     if kind != 'char':
-        raise ValueError(f"unknown tokenizer {kind!r} in meta.json (expected one of {', '.join(TOKENIZERS)})")
+        raise ValueError(f"unknown tokenizer {kind!r} in meta.json (expected one of {', '.join(TOKENIZERS)}, json)")
     itos = [meta['itos'][str(i) if isinstance(meta['itos'], dict) else i] for i in range(len(meta['itos']))]
     stoi, mask_token, mask_id = {c: i for i, c in enumerate(itos)}, meta.get('mask_token'), meta.get('mask_id')
 
@@ -183,6 +194,58 @@ def get_tokenizer(meta):
         return [stoi[c] if c in stoi else mask_id for c in s]
     return encode, lambda ids: ''.join(itos[i] if 0 <= i < len(itos) else mask_token if i == mask_id and mask_token
                                        else '\ufffd' for i in ids)
+
+
+def json_tokenizer(path):
+    """(Tokenizer, the file's bytes, its absolute path) of --tokenizer=json:PATH: a tokenizer.json, or a folder
+    holding one (a Parcae release's)."""
+    file = os.path.join(path, TOKENIZER_JSON) if os.path.isdir(path) else path
+    if not os.path.isfile(file):
+        raise DataError(f'--tokenizer=json:{path}: no such tokenizer.json, nor a folder holding one')
+    with open(file, 'rb') as f:
+        raw = f.read()
+    return _read_json_tokenizer(raw, file), raw, os.path.abspath(file)
+
+
+def _read_json_tokenizer(raw, file):
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise DataError(f'{file} is read by the tokenizers package, which is not installed: pip install tokenizers') from None
+    try:
+        tok = Tokenizer.from_str(raw.decode('utf-8'))
+    except Exception as e:   # the package raises plain Exceptions
+        raise DataError(f'{file} is not a tokenizer.json that the tokenizers package reads ({error_line(e)})') from None
+    if (n := json_vocab(tok)) > 65536:
+        raise DataError(f'{file} has {n:,} token ids, more than the 65,536 that the uint16 .bin files hold')
+    return tok
+
+
+def json_vocab(tok):
+    """One more than the largest id (added tokens included): the ids a model of this tokenizer needs rows for."""
+    return max(tok.get_vocab(with_added_tokens=True).values(), default=-1) + 1
+
+
+def _json_codec(meta, file):
+    """get_tokenizer's encode/decode of a json dataset, through the copy of its tokenizer.json: no special tokens
+    added on encode, none skipped on decode, as the Parcae authors' Tokenizer."""
+    sha = meta.get('tokenizer_sha256')
+    if not file or not os.path.isfile(file):
+        raise DataError(f'no tokenizer.json at {file}, the copy a json dataset keeps in its folder (sha256 {sha}): '
+                        f'move the dataset back there, or prepare it again')
+    with open(file, 'rb') as f:
+        raw = f.read()
+    if (got := hashlib.sha256(raw).hexdigest()) != sha:
+        raise DataError(f'{file} is not the tokenizer.json the data was encoded with (sha256 {got[:8]}..., '
+                        f'not {str(sha)[:8]}...): prepare the dataset again')
+    tok = _read_json_tokenizer(raw, file)
+    n = json_vocab(tok)
+
+    def decode(ids):   # runs of known ids, U+FFFD for each other (a padded vocabulary's rows)
+        runs = itertools.groupby((int(i) for i in ids), lambda i: 0 <= i < n)
+        return ''.join(tok.decode(list(run), skip_special_tokens=False) if ok else '\ufffd' * len(list(run))
+                       for ok, run in runs)
+    return (lambda s: tok.encode(s, add_special_tokens=False).ids), decode
 
 
 # ----------------------------------------------------------------------------- sources -> splits
@@ -399,13 +462,24 @@ def _cut(buf, at):
     return None
 
 
-def _bpe_chunks(texts, size=1 << 20):
+def _word_cut(buf, at):
+    """A position <= at of a space between two ASCII letters: byte-level BPE, Metaspace and whitespace
+    pre-tokenizers all start a piece there (a tokenizer.json's pattern may join punctuation and newlines)."""
+    i = at
+    while (j := buf.rfind(' ', 0, i)) > 0:
+        if re.fullmatch('[A-Za-z] [A-Za-z]', buf[j - 1:j + 2]):
+            return j
+        i = j
+    return None
+
+
+def _bpe_chunks(texts, size=1 << 20, cut=_cut):
     """Re-chunk a text stream at safe boundaries, so that encoding chunk by chunk (in parallel)
     gives exactly the tokens of encoding the whole text."""
     buf = ''
     for t in texts:
         buf += t
-        while len(buf) >= 2 * size and (j := _cut(buf, size)) is not None:
+        while len(buf) >= 2 * size and (j := cut(buf, size)) is not None:
             yield buf[:j]
             buf = buf[j:]
     if buf:
@@ -433,8 +507,16 @@ def _encode_gpt2(split, enc):
         yield from (np.array(ids, dtype=np.uint16) for ids in out)
 
 
+def _encode_json(split, tok):
+    for chunks in _batched(_bpe_chunks(_texts(split), cut=_word_cut), 4 * (os.cpu_count() or 1)):
+        yield from (np.array(e.ids, dtype=np.uint16) for e in tok.encode_batch(chunks, add_special_tokens=False))
+
+
 def _encoder(tokenizer, enc, splits, meta):
     """split -> iterator of uint16 arrays, and the tokenizer's entries in meta."""
+    if tokenizer == 'json':
+        meta.update(vocab_size=json_vocab(enc))
+        return lambda split: _encode_json(split, enc)
     if tokenizer == 'gpt2':
         meta.update(vocab_size=enc.n_vocab, eot_id=enc.eot_token)
         return lambda split: _encode_gpt2(split, enc)
@@ -451,23 +533,30 @@ def _encoder(tokenizer, enc, splits, meta):
 
 
 # ----------------------------------------------------------------------------- prepare
-def dataset_dirname(name, tokenizer=None, vocab=None):
+def dataset_dirname(name, tokenizer=None, vocab=None, sha256=None):
     """data/<this>: NAME with the source's default tokenizer (always for a custom NAME), else
-    NAME_<tokenizer>, NAME_gpt2_<vocab> with --vocab."""
+    NAME_<tokenizer>, NAME_gpt2_<vocab> with --vocab; json (any NAME): NAME_json_<first 8 of its sha256>."""
+    if tokenizer == 'json':
+        return f'{name}_json_{sha256[:8]}'
     default = SOURCES[name][0] if name in SOURCES else None
     if default is None or (tokenizer or default) == default and vocab is None:
         return name
     return f'{name}_{tokenizer or default}' + (f'_{vocab}' if vocab is not None else '')
 
 
-def prepare_command(dirname):
-    """The command that makes data/<dirname>: dataset_dirname() read backwards."""
+def prepare_command(dirname, json_path='PATH'):
+    """The command that makes data/<dirname>: dataset_dirname() read backwards (json_path: the tokenizer.json
+    or release folder a json dataset names, which its folder's name does not hold)."""
     for name, (default, *_) in SOURCES.items():
         for tok in TOKENIZERS:
             if dirname == dataset_dirname(name, tok):
                 return f'python prepare_data.py {name}' + (f' --tokenizer {tok}' if tok != default else '')
         if m := re.fullmatch(re.escape(name) + r'_gpt2_(\d+)', dirname):
             return f'python prepare_data.py {name} --tokenizer gpt2 --vocab {m.group(1)}'
+        if re.fullmatch(re.escape(name) + r'_json_[0-9a-f]{8}', dirname):
+            return f'python prepare_data.py {name} --tokenizer=json:{json_path}'
+    if m := re.fullmatch(r'(.+)_json_[0-9a-f]{8}', dirname):
+        return f'python prepare_data.py {m.group(1)} --input FILE --tokenizer=json:{json_path}'
     return f'python prepare_data.py {dirname} --input FILE'
 
 
@@ -477,20 +566,23 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
     max_train_tokens: train.bin keeps the first N tokens; None: TRAIN_CAPS' cap, 0: no cap."""
     check_name(name)
     if name == 'lambada':
-        from tools.lambada import prepare_test_set
         if tokenizer is not None or vocab is not None:
             raise DataError("lambada's passages are encoded by the model scoring them: --tokenizer and --vocab do not apply")
-        try:
-            return prepare_test_set(input, out_dir, url, quiet)
-        except ConfigError as e:   # run as a script, tools.lambada's prepare_data (and DataError) is another module
-            raise DataError(str(e)) from None
+        return _lambada(input, out_dir, url, quiet)
     tokenizer, made = tokenizer or (SOURCES[name][0] if name in SOURCES else 'char'), prepare_command(name)
+    spec, json_path = tokenizer, tokenizer.removeprefix('json:') if tokenizer.startswith('json:') else None
+    tokenizer = 'json' if json_path is not None else tokenizer
     for wrong, msg in [
             (name not in SOURCES and input is None,
              f'unknown dataset {name!r}: one of {", ".join(SOURCES)}, or any name with --input FILE (a local text file)'),
             (name not in SOURCES and not made.endswith('--input FILE'),   # NAME_byte made as char would lie
              f'{name!r} is the folder that {made} writes; run that (with --input FILE to read a local copy)'),
-            (tokenizer not in TOKENIZERS, f'unknown tokenizer {tokenizer!r}: one of {", ".join(TOKENIZERS)}'),
+            (tokenizer not in TOKENIZERS and not json_path,
+             f'unknown tokenizer {spec!r}: one of {", ".join(TOKENIZERS)}, or json:PATH (a tokenizer.json, or a folder '
+             f'holding one, such as a Parcae release)'),
+            (tokenizer == 'json' and name in DATASETS,
+             f'{name} is generated by battery.py; --tokenizer=json: encodes a text (a download source, or any NAME '
+             f'with --input FILE)'),
             (vocab is not None and tokenizer != 'gpt2', '--vocab restricts the gpt2 tokenizer; use it with --tokenizer gpt2'),
             (name in DATASETS and input is not None, f'{name} is generated offline; --input does not apply to it'),
             (name in DATASETS and min(n_train, n_val) < 1, '--n_train and --n_val must be positive'),
@@ -501,36 +593,76 @@ def prepare(name, tokenizer=None, input=None, out_dir='data', seed=1337, url=Non
         if wrong:
             raise DataError(msg)
     cap = TRAIN_CAPS.get((name, tokenizer)) if max_train_tokens is None else max_train_tokens or None
-    enc = None
+    enc, files, sha = None, {}, None
     if tokenizer == 'gpt2':  # load the BPE before any download: fail early offline
         vocab = None if vocab == gpt2_encoding().n_vocab else vocab
         enc = gpt2_encoding(vocab)
-    _check_owned(dest := os.path.join(out_dir, dataset_dirname(name, tokenizer, vocab)))
+    if tokenizer == 'json':  # so is a tokenizer.json; the folder keeps the bytes that were read
+        enc, files[TOKENIZER_JSON], source = json_tokenizer(json_path)
+        sha = hashlib.sha256(files[TOKENIZER_JSON]).hexdigest()
+    _check_owned(dest := os.path.join(out_dir, dirname := dataset_dirname(name, tokenizer, vocab, sha)))
     meta = {'name': name, 'tokenizer': tokenizer, **({'bpe_vocab': vocab} if vocab is not None else {}),
             **({'train_cap': cap} if cap else {})}
+    if sha:   # the copy's path, where a checkpoint's meta finds it
+        meta.update(tokenizer_sha256=sha, tokenizer_source=source,
+                    tokenizer_file=os.path.join(os.path.realpath(dest), TOKENIZER_JSON))
     if name in DATASETS:
         tokens, answers = _battery(name, tokenizer, enc, meta, seed, n_train, n_val, n_test)
     else:
         paths, meta['source'] = (([input], os.path.abspath(input)) if input is not None else
-                                 _download(name, tokenizer, vocab, out_dir, url, shards, quiet))
+                                 _download(name, tokenizer, vocab, out_dir, url, shards, quiet,
+                                           prepare_command(dirname, json_path)))
         splits, meta['split'] = (SOURCES[name][3] if name in SOURCES else text_file)(paths, val_frac)
         encode = _encoder(tokenizer, enc, splits, meta)
         tokens, answers = {s: encode(split) for s, split in splits.items()}, {}
-    _write(dest, tokens, answers, meta, quiet, cap)
+    _write(dest, tokens, answers, meta, quiet, cap, files)
     return dest
 
 
-def _download(name, tokenizer, vocab, out_dir, url, shards, quiet):
-    """The source's files under out_dir/downloads (fetched once, checked), and their URL(s)."""
+def _download(name, tokenizer, vocab, out_dir, url, shards, quiet, command=None):
+    """The source's files under out_dir/downloads (fetched once, checked), and their URL(s); command: the
+    dataset's prepare_command where its folder's name does not tell it (json's tokenizer.json)."""
     _, base, files, _ = SOURCES[name]
     files = files(shards) if callable(files) else files
     urls = _file_urls(url or os.environ.get('PREPARE_DATA_URL') or base, files)
     # the offline hint repeats this command: its tokenizer, folder and shards
-    again = (prepare_command(dataset_dirname(name, tokenizer, vocab)).removeprefix('python prepare_data.py ')
+    again = ((command or prepare_command(dataset_dirname(name, tokenizer, vocab))).removeprefix('python prepare_data.py ')
              + (f' --shards {shards}' if shards != 1 else '') + (f' --out_dir {out_dir}' if out_dir != 'data' else ''))
     paths = [download(u, os.path.join(out_dir, 'downloads', f), SHA256.get(f), SIZES.get(f), name=again, quiet=quiet)
              for u, f in zip(urls, files)]
     return paths, urls if len(urls) > 1 else urls[0]
+
+
+def _lambada(input, out_dir, url, quiet):
+    """out_dir/lambada/lambada_test.jsonl, downloaded (or --input FILE), checked: LAMBADA_PASSAGES rows of
+    {"text"} (tools.lambada scores them). Returns the folder."""
+    dest, file = os.path.join(out_dir, 'lambada'), 'lambada_test.jsonl'
+    _check_owned(dest)
+    if input is None:
+        input = _download('lambada', None, None, out_dir, url, 1, quiet)[0][0]
+    elif not os.path.isfile(input):
+        raise DataError(f"--input {input}: no such file")
+    try:
+        with open(input, encoding='utf-8') as f:
+            rows = [ln for ln in f if ln.strip()]
+    except UnicodeDecodeError:
+        raise DataError(f"{input} is not UTF-8 text") from None
+    for n, row in enumerate(rows, 1):
+        try:
+            text = json.loads(row).get('text')
+        except (ValueError, AttributeError):
+            text = None
+        if not isinstance(text, str):
+            raise DataError(f'{input}:{n}: not a JSON row {{"text": passage}}')
+    if len(rows) != LAMBADA_PASSAGES:
+        raise DataError(f"{input} holds {len(rows)} passages, not lambada_openai's {LAMBADA_PASSAGES}: a cut-short or another file")
+    if (digest := _sha256(input)) != SHA256[file]:
+        print(f"note: {input} is not lambada_openai's {file} (sha256 {digest[:16]}...): its scores compare "
+              f"with lambada_openai's only if its passages are the same", file=sys.stderr)
+    swap_in(dest, lambda new: shutil.copyfile(input, os.path.join(new, file)), quiet)
+    if not quiet:
+        print(f"wrote {os.path.join(dest, file)}: {len(rows)} passages")
+    return dest
 
 
 def _battery(name, tokenizer, enc, meta, seed, n_train, n_val, n_test):
@@ -552,8 +684,8 @@ def _battery(name, tokenizer, enc, meta, seed, n_train, n_val, n_test):
 
 
 # ----------------------------------------------------------------------------- writing: whole, or not at all
-# what _write puts there, tools.lambada's passages, and macOS's
-OWN_FILE = re.compile(r'(train|val|test)(_answers)?\.bin|meta\.json|lambada_test\.jsonl|\.DS_Store')
+# what _write puts there (a json dataset's tokenizer.json too), tools.lambada's passages, and macOS's
+OWN_FILE = re.compile(r'(train|val|test)(_answers)?\.bin|meta\.json|tokenizer\.json|lambada_test\.jsonl|\.DS_Store')
 
 
 def _check_owned(dest):
@@ -649,9 +781,12 @@ def swap_in(dest, fill, quiet):
     return dest
 
 
-def _write(dest, tokens, answers, meta, quiet, cap=None):
-    """The dataset (split -> uint16 arrays; train.bin stops at cap), meta.json last, swapped in whole (swap_in)."""
+def _write(dest, tokens, answers, meta, quiet, cap=None, files=None):
+    """The dataset (split -> uint16 arrays; train.bin stops at cap), files (name -> bytes), meta.json last, swapped
+    in whole (swap_in)."""
     def fill(new):
+        for name, raw in (files or {}).items():
+            _write_file(os.path.join(new, name), lambda f: f.write(raw))
         for s, chunks in tokens.items():
             with tqdm(desc=f'{os.path.basename(dest)}/{s}.bin', unit='tok', unit_scale=True, disable=quiet) as bar:
                 n, top = _write_file(os.path.join(new, f'{s}.bin'),
@@ -678,6 +813,12 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def tokenizer_arg(text):
+    if text in TOKENIZERS or text.startswith('json:') and len(text) > 5:
+        return text
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(TOKENIZERS)}, json:PATH)")
+
+
 STOPPED_BY = None   # the signal that stopped the command line
 
 
@@ -693,7 +834,8 @@ def main(argv=None):
             signal.signal(sig, _stop)
     p = Parser(description='Prepare a dataset: data/<name>/{train,val}.bin + meta.json (see prepare_data.py\'s docstring).')
     p.add_argument('name', help=f'{", ".join(SOURCES)}, or any name with --input FILE')
-    p.add_argument('--tokenizer', choices=TOKENIZERS, help='default: the source\'s (char for a custom NAME)')
+    p.add_argument('--tokenizer', type=tokenizer_arg, help='gpt2, byte, char, or json:PATH (a tokenizer.json, or a folder holding one such '
+                   'as a Parcae release; needs the tokenizers package); default: the source\'s (char for a custom NAME)')
     p.add_argument('--input', help='a local file (or the downloaded archive/folder) instead of downloading')
     p.add_argument('--out_dir', default='data')
     p.add_argument('--seed', type=int, default=1337, help='synthetic: the train seed')

@@ -4,6 +4,7 @@ Hugging Face hub) into parcae.Parcae. Imports torch and parcae; the optional pac
 (huggingface_hub, tokenizers) are imported where they are used.
 """
 import dataclasses
+import hashlib
 import json
 import os
 
@@ -124,8 +125,9 @@ def from_authors(config, state_dict):
 # As their parcae_lm.from_pretrained reads one: config.json (with _class_name), the state dict in
 # pytorch_model.bin or else model.pt, and their Tokenizer's tokenizer.json beside them. A release
 # becomes the checkpoint dict train.py writes (run_folder.read_checkpoint hands it on), so sample.py
-# and tools.lambada take it where they take an out_dir; tools.eval and train.py's init_from refuse it,
-# as no dataset here is in its tokenizer.
+# and tools.lambada take it where they take an out_dir; train.py's init_from fine-tunes it on a dataset
+# that prepare_data.py --tokenizer=json:<its folder> encoded (the sha256 of its tokenizer.json says which);
+# tools.eval refuses it, as its val loss needs such a dataset and a run's config.
 WEIGHTS = ('pytorch_model.bin', 'model.pt')
 TOKENIZER = 'tokenizer.json'
 
@@ -181,7 +183,7 @@ def release_files(source):
 
 def read_release(source, device='cpu'):
     """The checkpoint dict of a release, as train.py's: the mapped weights (model), model_name and
-    model_args, an empty training config, iter_num 0, and a meta naming its tokenizer.json."""
+    model_args, an empty training config, iter_num 0, and a meta naming its tokenizer.json and its sha256."""
     files = release_files(source)
     with open(files['config.json']) as f:
         config = json.load(f)
@@ -191,8 +193,11 @@ def read_release(source, device='cpu'):
     except Exception as e:
         raise ValueError(f"{weights} is unreadable ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})")
     model = from_authors(config, state_dict)
-    meta = {'tokenizer': TOKENIZER, 'tokenizer_file': files.get(TOKENIZER), 'vocab_size': model.config.vocab_size,
-            'bos_token': None}
+    meta = {'tokenizer': TOKENIZER, 'tokenizer_file': files.get(TOKENIZER), 'tokenizer_sha256': None,
+            'vocab_size': model.config.vocab_size, 'bos_token': None}
+    if TOKENIZER in files:   # what a dataset prepared with it records (prepare_data.py --tokenizer=json:)
+        with open(files[TOKENIZER], 'rb') as f:
+            meta['tokenizer_sha256'] = hashlib.file_digest(f, 'sha256').hexdigest()
     if 'tokenizer_config.json' in files:   # their eval starts every text with it
         with open(files['tokenizer_config.json']) as f:
             bos = json.load(f).get('bos_token')

@@ -118,7 +118,8 @@ CONTINUE_KEYS = RUN_KEYS + ('max_iters', 'eval_interval', 'log_interval', 'eval_
 def prepare_out_dir(cfg, given, defaults):
     """The checkpoint to resume (None for a new run), after the checks that keep a trained run
     safe: a new run never replaces out_dir's ckpt.pt unless told to, and a resumed run continues
-    the run in the checkpoint, so a setting given now that differs from it stops here. Writes nothing."""
+    the run in the checkpoint, so a setting given now that differs from it stops here; a new run
+    from a release takes its config (start_from_release). Writes nothing."""
     ckpt_path = os.path.join(cfg['out_dir'], 'ckpt.pt')
     if cfg['init_from'] != 'resume':
         if os.path.exists(ckpt_path) and cfg['eval_only']:
@@ -128,6 +129,8 @@ def prepare_out_dir(cfg, given, defaults):
             raise ConfigError(f"{ckpt_path} holds a trained run: continue it with {command(given.argv, {'init_from': 'resume'})}"
                               f", start this run in another --out_dir, or replace it (and its log) with "
                               f"{command(given.argv, {'overwrite': True})}")
+        if release_model(cfg['init_from']):
+            start_from_release(cfg, given)
         return None
     if not os.path.isfile(ckpt_path):
         raise ConfigError(f"init_from='resume' but there is no checkpoint at {ckpt_path} "
@@ -285,17 +288,55 @@ def free_space(path, e):
         return ''
 
 
+def release_model(init_from):
+    """The model of a release of the Parcae authors (init_from=hf:OWNER/NAME or its folder), else None."""
+    release = isinstance(init_from, str) and init_from not in ('scratch', 'resume') and pretrained.is_release(init_from)
+    return 'parcae' if release else None
+
+
+def dataset_meta(cfg):
+    """The dataset's meta.json ({} where there is none: data.check_dataset has checked what is there)."""
+    try:
+        with open(os.path.join(cfg['data_dir'], cfg['dataset'], 'meta.json'), encoding='utf-8') as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def start_from_release(cfg, given):
+    """init_from=<a release>: the run is a parcae whose config fields the user did not set are the release's,
+    on a dataset encoded with the release's tokenizer.json (the sha256 in its meta.json is the release's)."""
+    src = read_checkpoint(cfg['init_from'])
+    if 'model' in given and cfg['model'] != src['model_name']:
+        raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
+    want, meta = src['meta']['tokenizer_sha256'], dataset_meta(cfg)
+    if want is None:
+        raise ConfigError(f"init_from={cfg['init_from']} is a release of the Parcae authors without a tokenizer.json "
+                          f"beside its weights: a fine-tune needs data encoded with the tokenizer its weights read")
+    if meta.get('tokenizer_sha256') != want:   # their weights read the ids of their tokenizer.json
+        kind = meta.get('tokenizer') or 'char'
+        has = (f"another tokenizer.json (sha256 {str(meta.get('tokenizer_sha256'))[:8]})" if kind == 'json'
+               else f"the {kind} tokenizer")
+        folder = os.path.dirname(src['meta']['tokenizer_file'])
+        raise ConfigError(f"init_from={cfg['init_from']} is a release of the Parcae authors, whose weights read the ids "
+                          f"of its tokenizer.json (sha256 {want[:8]}), and {os.path.join(cfg['data_dir'], cfg['dataset'])} "
+                          f"is encoded with {has}: prepare a text with its tokenizer, python prepare_data.py NAME "
+                          f"--input FILE {shlex.quote('--tokenizer=json:' + folder)}, and fine-tune on the folder it "
+                          f"writes (--dataset=NAME_json_{want[:8]})")
+    cfg['model'] = src['model_name']
+    for k, v in src['model_args'].items():
+        if k not in given:
+            cfg[k] = v
+
+
 def load_start(model, cfg, ckpt):
-    """The weights a run starts from: the checkpoint's on resume, another run's with init_from=DIR
-    (of the same model), else the fresh ones model was built with."""
+    """The weights a run starts from: the checkpoint's on resume, another run's or a release's with
+    init_from=DIR (of the same model; start_from_release took a release's config), else the fresh ones
+    model was built with."""
     if ckpt is not None:
         load_weights(model, ckpt['model'], os.path.join(cfg['out_dir'], 'ckpt.pt'))
     elif cfg['init_from'] != 'scratch':
         src = read_checkpoint(cfg['init_from'])
-        if src.get('release'):   # their weights read the ids of their tokenizer.json, which no dataset here has
-            raise ConfigError(f"init_from={cfg['init_from']} is a release of the Parcae authors: sample.py and "
-                              f"tools.lambada read it, but a fine-tune needs data tokenized by its tokenizer.json, "
-                              f"and prepare_data.py tokenizes with gpt2, byte or char")
         if src['model_name'] != cfg['model']:
             raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
         load_weights(model, src['model'], cfg['init_from'])

@@ -5,7 +5,8 @@ the optimizers and their schedule, then the loop in train(); below it come the p
 calls (setup, build, logging). It talks to a model only through models.py and the forward
 model(x, y, **kw) -> (logits, loss).
 
-    python train.py                                     # small GPT on the offline synthetic battery
+    python train.py config/quickstart.py                # the README's first run: minutes on a CPU, offline
+    python train.py                                     # the defaults: a small GPT on the synthetic battery
     python train.py config/parcae_140m.py --batch_size=16
     torchrun --standalone --nproc_per_node=8 train.py config/parcae_140m.py
     python train.py config/parcae_140m.py --dry_run=True  # parameters, FLOPs, will it fit on a GPU?
@@ -51,7 +52,8 @@ always_save_checkpoint = True
 wandb_log = False            # also log every log.jsonl record to Weights & Biases (pip install wandb)
 wandb_project = 'looped-lm'
 wandb_run_name = ''          # '': the out_dir's name
-init_from = 'scratch'        # 'scratch' | 'resume' (from out_dir) | a directory whose ckpt.pt gives the weights
+init_from = 'scratch'        # 'scratch' | 'resume' (from out_dir) | a directory whose ckpt.pt gives the weights |
+                             # a Parcae authors' release, hf:OWNER/NAME or its folder (docs/parcae.md#fine-tuning)
 overwrite = False            # a new run (init_from not 'resume') may replace out_dir's ckpt.pt and log.jsonl
 dry_run = False              # build on the meta device, print parameters, flops_per_token and peak memory, exit
 seed = 1337
@@ -307,7 +309,7 @@ def resolve_config(argv, with_given=False):
     defaults = DEFAULTS
     given = parse_args(argv)
     name = given.get('model') or (given.get('init_from') == 'resume' and run_folder.run_model(given.get('out_dir', defaults['out_dir'])))
-    name = name or defaults['model']
+    name = name or run_folder.release_model(given.get('init_from')) or defaults['model']
     fields = model_fields(name)
     known = {**fields, **defaults}
     cfg = {**defaults, **check(given, known)}

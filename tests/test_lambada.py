@@ -26,7 +26,7 @@ def test_prepare_lambada_downloads_or_copies_the_test_set_and_refuses_a_cut_one(
     server.files['/lambada_test.jsonl'] = body
     monkeypatch.setitem(P.SHA256, 'lambada_test.jsonl', hashlib.sha256(body).hexdigest())
     monkeypatch.setitem(P.SIZES, 'lambada_test.jsonl', len(body))
-    monkeypatch.setattr(lambada, 'PASSAGES', 3)
+    monkeypatch.setattr(P, 'LAMBADA_PASSAGES', 3)
     data = tmp_path / 'data'
     d = P.prepare('lambada', url=server.url, out_dir=str(data), quiet=True)
     assert d == str(data / 'lambada') and os.listdir(d) == ['lambada_test.jsonl']
@@ -69,7 +69,7 @@ def test_eval_task_lambada_scores_as_tools_lambada_and_training_beats_no_trainin
     ids = np.fromfile(os.path.join(char_data, 'tiny', 'train.bin'), dtype=np.uint16)
     texts = P.get_tokenizer(meta)[1](ids[:3000].tolist()).split('\n')[1:21]   # passages of the training text
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(lambada, 'PASSAGES', len(texts))
+    monkeypatch.setattr(P, 'LAMBADA_PASSAGES', len(texts))
     (tmp_path / 'copy.jsonl').write_bytes(lambada_jsonl(texts))
     with pytest.raises(SystemExit) as e:   # before prepare_data.py lambada: one line saying to run it
         tools_eval.main(['--out_dir=nowhere', '--task=lambada'])

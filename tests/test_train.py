@@ -12,7 +12,7 @@ import configurator
 import data
 import models
 import run_folder
-from conftest import copy_checkout, get_batch, make_char_dataset, read_log, run_pasted, run_script, train_script
+from conftest import ROOT, copy_checkout, get_batch, make_char_dataset, read_log, run_pasted, run_script, train_script
 
 TINY = ['--dataset=tiny', '--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=8',
         '--eval_iters=2', '--log_interval=1', '--compile=False']
@@ -397,20 +397,47 @@ def test_causal_false_trains_and_evaluates_at_the_holes_only(char_data, tmp_path
 
 
 # ----------------------------------------------------------------------------- the quick start, and the hints pasted
+def readme_quick_start():
+    """The README's quick start: its two commands (pip's part dropped) and the text that follows them."""
+    text = open(os.path.join(ROOT, 'README.md')).read().split('## Quick start', 1)[1]
+    block, after = text.split('```', 2)[1:]
+    first, second = [ln.split('&&')[-1].split() for ln in block.strip().splitlines()]
+    return first, second, after
+
+
 def test_the_readmes_two_commands_in_order(char_data, tmp_path):
-    # python train.py fills the checkout's out/; a later command into that out/ with a typo'd
-    # --dataset hears of the dataset (a settings check comes before out_dir's), and the trained run's
-    # hints, pasted, continue it or replace it
+    # the README's first run, cut to two iterations, then its sample command; a later command into that
+    # out_dir with a typo'd --dataset hears of the dataset (a settings check comes before out_dir's), and
+    # the trained run's hints, pasted, continue it or replace it
+    first, second, _ = readme_quick_start()
+    assert first[:2] == ['python', 'train.py'] and second[:2] == ['python', 'sample.py'], (first, second)
     here = copy_checkout(tmp_path / 'checkout')
     assert not os.path.exists(os.path.join(here, 'results', 'runs'))
-    run_script('train.py', '--max_iters=2', '--eval_iters=2', cwd=here)
-    assert os.path.isfile(os.path.join(here, 'out', 'ckpt.pt'))
-    p = run_script('train.py', f'--data_dir={char_data}', '--dataset=tiny', '--dataset=missing', check=False, cwd=here)
+    run_script(*first[1:], '--max_iters=2', '--eval_iters=2', cwd=here)
+    out = dict(a[2:].split('=', 1) for a in second if a.startswith('--'))['out_dir']
+    assert os.path.isfile(os.path.join(here, out, 'ckpt.pt'))
+    assert len(run_script(*second[1:], cwd=here).stdout.strip()) >= 1
+    p = run_script(*first[1:], f'--data_dir={char_data}', '--dataset=missing', check=False, cwd=here)
     assert p.returncode == 2 and 'prepare the data first (python prepare_data.py missing --input FILE)' in p.stderr, p.stderr
-    p = run_script('train.py', '--max_iters=2', '--eval_iters=2', check=False, cwd=here)
+    p = run_script(*first[1:], '--max_iters=2', '--eval_iters=2', check=False, cwd=here)
     assert p.returncode == 2 and 'holds a trained run' in p.stderr, p.stderr
     assert 'step 2:' in run_pasted(p.stderr, 'continue it with', cwd=here).stdout
     assert 'iter 0:' in run_pasted(p.stderr, 'replace it (and its log) with', cwd=here).stdout
+
+
+def test_the_readmes_prompts_are_the_tasks_it_trained_on():
+    # the prompts of the quick start's table are examples of the first run's tasks, the answers it gives
+    # for them are the tasks' own, and the sample command asks one of them
+    import re
+    import battery
+    first, second, after = readme_quick_start()
+    tasks = battery.DATASETS[configurator._read_file(os.path.join(ROOT, first[2]))['dataset'][0]]
+    rows = re.findall(r'^\| `([^`]+)` \| `([^`]+)` \|', after, re.M)
+    assert len(rows) >= 2 and re.search(r'--start="([^"]+)"', ' '.join(second)).group(1) in dict(rows), (rows, second)
+    for prompt, answer in rows:   # mem_l: 'meml D', 10-20 words of three lowercase letters, ' ='
+        name, digit, *words, eq = prompt.split()
+        assert (name, eq, answer) == ('meml', '=', digit) and 'mem_l' in tasks and 10 <= len(words) <= 20, prompt
+        assert all(len(w) == 3 and w.isalpha() and w.islower() for w in words), prompt
 
 
 def test_the_commands_a_refusal_prints_run_when_pasted(char_data, run4, tmp_path):

@@ -21,7 +21,6 @@ block_size tokens. Any other --key=value is a knob of the model's forward (num_r
 import json
 import math
 import os
-import shutil
 import sys
 
 import torch
@@ -29,7 +28,6 @@ import torch.nn.functional as F
 
 import configurator
 import models
-import prepare_data
 import pretrained
 import run_folder
 from configurator import ConfigError, check, parse_args
@@ -37,7 +35,6 @@ from prepare_data import get_tokenizer
 
 TEST_FILE = 'lambada_test.jsonl'
 TEST_SET = os.path.join('data', 'lambada', TEST_FILE)   # python prepare_data.py lambada writes it
-PASSAGES = 5153     # lambada_openai's test set
 
 DEFAULTS = dict(
     out_dir='out',
@@ -50,8 +47,8 @@ DEFAULTS = dict(
 )
 
 
-def read_passages(path, jsonl=None):
-    """[(context, ' word')] of the file's passages; its rows are JSON when jsonl (None: when it ends in .jsonl)."""
+def read_passages(path):
+    """[(context, ' word')] of the file's passages."""
     items = []
     try:
         with open(path, encoding='utf-8') as f:
@@ -59,7 +56,7 @@ def read_passages(path, jsonl=None):
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not UTF-8 text") from None
     for n, line in enumerate(lines, 1):
-        if path.endswith('.jsonl') if jsonl is None else jsonl:
+        if path.endswith('.jsonl'):
             try:
                 row = json.loads(line)
             except ValueError as e:
@@ -78,26 +75,6 @@ def read_passages(path, jsonl=None):
     if not items:
         raise ConfigError(f"{path} holds no passages")
     return items
-
-
-def prepare_test_set(input=None, out_dir='data', url=None, quiet=False):
-    """python prepare_data.py lambada: out_dir/lambada/lambada_test.jsonl, downloaded (or --input FILE) and
-    checked: its rows parse and there are PASSAGES of them. Returns the folder."""
-    dest = os.path.join(out_dir, 'lambada')
-    prepare_data._check_owned(dest)
-    if input is None:
-        input = prepare_data._download('lambada', None, None, out_dir, url, 1, quiet)[0][0]
-    elif not os.path.isfile(input):
-        raise ConfigError(f"--input {input}: no such file")
-    if (n := len(read_passages(input, jsonl=True))) != PASSAGES:
-        raise ConfigError(f"{input} holds {n} passages, not lambada_openai's {PASSAGES}: a cut-short or another file")
-    if (digest := prepare_data._sha256(input)) != prepare_data.SHA256[TEST_FILE]:
-        print(f"note: {input} is not lambada_openai's {TEST_FILE} (sha256 {digest[:16]}...): its scores compare "
-              f"with lambada_openai's only if its passages are the same", file=sys.stderr)
-    prepare_data.swap_in(dest, lambda new: shutil.copyfile(input, os.path.join(new, TEST_FILE)), quiet)
-    if not quiet:
-        print(f"wrote {os.path.join(dest, TEST_FILE)}: {n} passages")
-    return dest
 
 
 def encode_passages(items, encode, bos_id, block_size):
