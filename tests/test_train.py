@@ -1,6 +1,7 @@
 """The trainer: loss falls, exact resume, DDP, compile, dry runs, and one-line errors."""
 import json
 import os
+import shlex
 import shutil
 import weakref
 
@@ -401,7 +402,7 @@ def readme_quick_start():
     """The README's quick start: its two commands (pip's part dropped) and the text that follows them."""
     text = open(os.path.join(ROOT, 'README.md')).read().split('## Quick start', 1)[1]
     block, after = text.split('```', 2)[1:]
-    first, second = [ln.split('&&')[-1].split() for ln in block.strip().splitlines()]
+    first, second = [shlex.split(ln.split('&&')[-1]) for ln in block.strip().splitlines()]
     return first, second, after
 
 
@@ -433,7 +434,8 @@ def test_the_readmes_prompts_are_the_tasks_it_trained_on():
     first, second, after = readme_quick_start()
     tasks = battery.DATASETS[configurator._read_file(os.path.join(ROOT, first[2]))['dataset'][0]]
     rows = re.findall(r'^\| `([^`]+)` \| `([^`]+)` \|', after, re.M)
-    assert len(rows) >= 2 and re.search(r'--start="([^"]+)"', ' '.join(second)).group(1) in dict(rows), (rows, second)
+    asked = dict(a[2:].split('=', 1) for a in second if a.startswith('--'))['start']
+    assert len(rows) >= 2 and asked in dict(rows), (rows, second)
     for prompt, answer in rows:   # mem_l: 'meml D', 10-20 words of three lowercase letters, ' ='
         name, digit, *words, eq = prompt.split()
         assert (name, eq, answer) == ('meml', '=', digit) and 'mem_l' in tasks and 10 <= len(words) <= 20, prompt
