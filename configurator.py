@@ -214,7 +214,7 @@ CHECKS = {  # what train.py can run with: a kind of RANGES -> its keys
     'below_one': ('beta1', 'beta2'),
 }
 CHOICES = {'sampler': ('random', 'blocks'), 'schedule': ('cosine', 'constant', 'trapezoid'), 'optimizer': ('adamw', 'muon'),
-           'muon_variant': ('torch', 'parcae'), 'loss_on': ('all', 'answers')}
+           'muon_variant': ('torch', 'parcae'), 'loss_on': ('all', 'answers'), 'parallel': ('ddp', 'fsdp')}
 NONE_OR = {'compile': bool, 'tf32': bool, 'mask_id': int, 'vocab_size': int, 'lr_decay_iters': int, 'muon_lr': (int, float),
            'micro_batch_size': int}
 

@@ -96,6 +96,20 @@ def checkpointed(block):
 RECOMPUTE = [nullcontext]   # what a recomputation runs in (_recomputing: the meta estimate's casts)
 
 
+# parallel='fsdp': the blocks that are units of their own; the root's unit holds the rest. Every run of
+# a unit all-gathers its parameters, so every rank must run it equally often: a block looped to a
+# depth each rank draws for itself (Parcae's, TextNCA's) or run again for a micro-batch with holes
+# (FON's) stays in the root's unit
+FSDP_UNITS = {
+    'gpt': lambda m: list(m.transformer.h),
+    'mamba2': lambda m: list(m.layers),
+    'parcae': lambda m: [*m.prelude, *m.coda] + (list(m.recur) if m.config.depth_sampling == 'fixed' else []),
+    'textnca': lambda m: [] if m.config.stochastic_Ts else list(m.cells),
+    'workspace': lambda m: [m.block],
+    'fon': lambda m: [],
+}
+
+
 SEEDED = (Parcae, TextNCA)   # the models whose forward takes seeds=
 
 
@@ -383,8 +397,9 @@ def estimate_memory(cfg, micro_batch, accum, configure_optimizers, device_type='
     fp32), found by running it on the meta device: every allocation and free as the ops make them.
     device_type 'cuda': AdamW fused (no step temporaries), dtype 'auto' bf16. The parts at the peak:
     weights, gradients (all; and the part live at the peak), optimizer states, activations (all
-    else live then: what forward keeps for backward and backward's temporaries). cfg: every train.py
-    setting; configure_optimizers: train.py's (model, cfg, device_type) -> optimizers."""
+    else live then: what forward keeps for backward and backward's temporaries); gathered: the
+    parameters FSDP holds whole at once (the root's unit and the largest block unit). cfg: every
+    train.py setting; configure_optimizers: train.py's (model, cfg, device_type) -> optimizers."""
     dtype = {'float32': None, 'bfloat16': torch.bfloat16, 'float16': torch.float16,
              'auto': torch.bfloat16 if device_type == 'cuda' else None}[cfg['dtype']]
     with torch.device('meta'):
@@ -425,10 +440,14 @@ def estimate_memory(cfg, micro_batch, accum, configure_optimizers, device_type='
                 opt.step()
             opt.zero_grad(set_to_none=True)
     grads_at_peak = sum(b for s, b in grads.items() if s in mem.at_peak)
+    units = FSDP_UNITS[cfg['model']](model)
+    in_units = {id(p) for u in units for p in u.parameters()}
+    root = storage_bytes([p for p in model.parameters() if id(p) not in in_units])
     out = {'weights': storage_bytes(list(model.parameters()) + list(model.buffers())),
            'gradients': sum(grads.values()), 'optimizer': sum(states.values()), 'optimizers': states,
            'grads_at_peak': grads_at_peak, 'activations': mem.peak - grads_at_peak, 'saved': saved,
-           'phase': mem.peak_phase, 'dtype': dtype or torch.float32}
+           'phase': mem.peak_phase, 'dtype': dtype or torch.float32,
+           'gathered': root + max([storage_bytes(list(u.parameters())) for u in units], default=0)}
     out['total'] = out['weights'] + out['optimizer'] + mem.peak
     return out
 
@@ -505,12 +524,21 @@ def print_sizes(cfg, world, split, configure_optimizers):
     print(f"  activations: {gb(mem['activations'])} (held at the peak, in the {mem['phase']}; "
           f"{gb(mem['saved'])} kept by the forward for backward)")
     print(f"  total: {gb(mem['total'])} (weights + optimizer states + activations + gradients held at the peak)")
-    ddp = world > 1
-    print(f"  under torchrun: + {gb(mem['gradients'])} for DDP's gradient buckets (a copy of the gradients), "
-          f"{gb(per_gpu(mem, True))} per GPU{' (the verdict below counts them: world ' + str(world) + ')' if ddp else ''}")
+    if cfg.get('parallel') != 'fsdp':
+        print(f"  under torchrun: + {gb(mem['gradients'])} for DDP's gradient buckets (a copy of the gradients), "
+              f"{gb(mem['total'] + mem['gradients'])} per GPU"
+              f"{' (the verdict below counts them: world ' + str(world) + ')' if world > 1 else ''}")
+    elif world > 1:
+        print(f"  under torchrun with FSDP (world {world}): weights, gradients and optimizer states "
+              f"{gb((mem['weights'] + mem['gradients'] + mem['optimizer']) / world)} (a 1/{world} share), "
+              f"+ {gb(2 * mem['gathered'])} gathered whole at once (the root unit's and the largest block's "
+              f"parameters, and their gradients before the reduce-scatter), + the activations: "
+              f"{gb(per_gpu(mem, world, 'fsdp'))} per GPU (the verdict below counts it)")
+    else:
+        print("  under torchrun with FSDP: not counted at world 1; set WORLD_SIZE to the processes it will run")
     print("  with torch.compile: not estimated: inductor decides when compiling which activations to keep "
           "and which to recompute in backward, and fuses elementwise ops, so its peak is usually below eager's")
-    fits = ['yes' if per_gpu(mem, ddp) <= usable(cap) else 'no' for cap in (40, 80)]
+    fits = ['yes' if per_gpu(mem, world, cfg.get('parallel')) <= usable(cap) else 'no' for cap in (40, 80)]
     print(f"fits on a 40 GB / 80 GB GPU: {fits[0]} / {fits[1]} (keeping 10% for the CUDA context and the allocator)")
     if fits[1] == 'no':
         print(smaller_micro_batch(cfg, world, split, configure_optimizers, mem, micro_batch))
@@ -520,22 +548,31 @@ def usable(cap_gb):
     return 0.9 * cap_gb * 2 ** 30
 
 
-def per_gpu(mem, ddp):
-    """The estimated peak per GPU; under DDP its gradient buckets (a copy of the gradients) too."""
-    return mem['total'] + (mem['gradients'] if ddp else 0)
+def per_gpu(mem, world, parallel='ddp'):
+    """The estimated peak per GPU of world processes: under DDP its gradient buckets (a copy of the
+    gradients) too; under FSDP a 1/world share of the weights, gradients and optimizer states, what
+    it gathers whole at once (parameters, and their gradients before the reduce-scatter) and the
+    activations, as one process has them."""
+    if world == 1:
+        return mem['total']
+    if parallel == 'fsdp':
+        return (mem['weights'] + mem['gradients'] + mem['optimizer']) / world + 2 * mem['gathered'] + mem['activations']
+    return mem['total'] + mem['gradients']
 
 
 def smaller_micro_batch(cfg, world, split, configure_optimizers, mem, micro_batch):
     """The line that names the largest micro_batch_size whose step fits 80 GB: activations scale
     with the micro-batch, the rest does not; the guess is checked by estimating it."""
-    fixed = per_gpu(mem, world > 1) - mem['activations']
+    parallel = cfg.get('parallel')
+    fixed = per_gpu(mem, world, parallel) - mem['activations']
     for b in sorted((d for d in range(1, micro_batch) if cfg['batch_size'] % d == 0), reverse=True):
         if fixed + mem['activations'] * b / micro_batch > usable(80):
             continue
         c = {**cfg, 'micro_batch_size': b}
         est = estimate_memory(c, *split(c, world), configure_optimizers)
-        if per_gpu(est, world > 1) <= usable(80):
-            return (f"fits 80 GB with --micro_batch_size={b} (estimated {per_gpu(est, world > 1) / 2 ** 30:.2f} GB "
-                    f"per GPU; the same iteration in more micro-steps)")
+        need = per_gpu(est, world, parallel)
+        if need <= usable(80):
+            return (f"fits 80 GB with --micro_batch_size={b} (estimated {need / 2 ** 30:.2f} GB per GPU; the same "
+                    f"iteration in more micro-steps)")
     return ("no micro_batch_size fits 80 GB: weights, gradients and optimizer states alone take "
             f"{fixed / 2 ** 30:.2f} GB per GPU; activation checkpointing (grad_checkpoint=True) or more GPUs may")

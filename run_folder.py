@@ -112,7 +112,8 @@ def guard(run, body):
 # rest keep the checkpoint's value unless given.
 RUN_KEYS = ('out_dir', 'init_from', 'overwrite', 'eval_only', 'dry_run')
 CONTINUE_KEYS = RUN_KEYS + ('max_iters', 'eval_interval', 'log_interval', 'eval_iters', 'always_save_checkpoint',
-                            'data_dir', 'device', 'dtype', 'compile', 'tf32', 'wandb_log', 'wandb_project', 'wandb_run_name')
+                            'data_dir', 'device', 'dtype', 'compile', 'tf32', 'parallel', 'wandb_log', 'wandb_project',
+                            'wandb_run_name')
 
 
 def prepare_out_dir(cfg, given, defaults):
@@ -342,13 +343,21 @@ def load_start(model, cfg, ckpt):
         load_weights(model, src['model'], cfg['init_from'])
 
 
-def restore_states(opts, scaler, ckpt, path):
+def restore_states(opts, scaler, ckpt, path, model=None):
     """The optimizers' and the fp16 scaler's states from a checkpoint. A run saved without fp16
-    (an empty scaler state) resumed with --dtype=float16 starts a fresh scaler, as a new fp16 run does."""
+    (an empty scaler state) resumed with --dtype=float16 starts a fresh scaler, as a new fp16 run does.
+    The optimizers of an FSDP model (model: the one they step) take their shards of the whole states."""
     try:
         for opt, state in zip(opts, ckpt['optimizers']):
-            opt.load_state_dict(state)
-    except (ValueError, KeyError, RuntimeError) as e:
+            if fsdp_model(model) and state['state']:
+                from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+                set_optimizer_state_dict(model, opt, by_name(state, model, opt),
+                                         options=StateDictOptions(full_state_dict=True))
+                for group, saved in zip(opt.param_groups, state['param_groups']):   # it reads tuples back as lists
+                    group.update({k: v for k, v in saved.items() if k != 'params'})
+            else:
+                opt.load_state_dict(state)
+    except (ValueError, KeyError, RuntimeError, IndexError) as e:
         raise ConfigError(f"the optimizer state in {path} does not fit this run's optimizers: {str(e).splitlines()[0][:200]}")
     if ckpt['scaler']:
         scaler.load_state_dict(ckpt['scaler'])
@@ -413,13 +422,60 @@ def save_run(cfg, model, opts, scaler, meta, it, best_val, data):
         states = [None] * torch.distributed.get_world_size()
         torch.distributed.all_gather_object(states, mine)
     rng, cuda_rng = [s[0] for s in states], [s[1] for s in states]
+    # an FSDP model's states are gathered to one file; sharded files (torch.distributed.checkpoint) are not built yet
+    weights, optimizers = model_states(model, opts)
     if int(os.environ.get('RANK', 0)) == 0:
         model_args = {f.name: getattr(model.config, f.name) for f in dataclasses.fields(model.config)}
         save_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), {
-            'model': model.state_dict(), 'optimizers': [o.state_dict() for o in opts],
+            'model': weights, 'optimizers': optimizers,
             'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
             'config': cfg, 'meta': meta, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng,
             'cuda_rng': cuda_rng, 'data': data})
+
+
+def fsdp_model(model):
+    """Whether model is sharded by FSDP (train.py's parallel='fsdp' under torchrun)."""
+    if model is None or not torch.distributed.is_initialized():
+        return False
+    from torch.distributed.fsdp import FSDPModule
+    return isinstance(model, FSDPModule)
+
+
+def model_states(model, opts):
+    """The model's and its optimizers' state dicts as ckpt.pt holds them. An FSDP model's are gathered
+    whole onto rank 0's CPU (collective; the other ranks get empty ones) in the layout an unsharded
+    model writes: a tied weight one tensor, optimizer states keyed by parameter index."""
+    if not fsdp_model(model):
+        return model.state_dict(), [o.state_dict() for o in opts]
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+    whole = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    weights = get_model_state_dict(model, options=whole)
+    first = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if weights:
+            weights[name] = weights[first.setdefault(id(p), name)]
+    # an optimizer without states yet (iteration 0) as it is: get_optimizer_state_dict would take a step to make them
+    return weights, [by_index(get_optimizer_state_dict(model, o, options=whole), o) if o.state else o.state_dict()
+                     for o in opts]
+
+
+def by_index(state, opt):
+    """opt's state dict as Optimizer.state_dict() writes it (its groups, the parameters numbered in their
+    order), holding the whole states of a state dict keyed by parameter name (torch.distributed.checkpoint's)."""
+    if not state:
+        return state
+    own = opt.state_dict()
+    ids = dict(zip([n for g in state['param_groups'] for n in g['params']],
+                   [i for g in own['param_groups'] for i in g['params']]))
+    return {'state': {ids[n]: s for n, s in state['state'].items()}, 'param_groups': own['param_groups']}
+
+
+def by_name(state, model, opt):
+    """by_index undone for opt, whose parameters the checkpoint's indices number: keyed by their names in model."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    fqns = [names[id(p)] for g in opt.param_groups for p in g['params']]
+    return {'state': {fqns[i]: s for i, s in state['state'].items()},
+            'param_groups': [{**g, 'params': [fqns[i] for i in g['params']]} for g in state['param_groups']]}
 
 
 def diverged(what, run):

@@ -38,8 +38,8 @@ import torch
 import run_folder
 from configurator import ConfigError, check, check_settings, defaults_of, fail, parse_args
 from data import check_dataset, dataset_vocab, draw_batch, get_batch, load_data, read_meta, split_batch
-from models import (OPTIMIZERS, build_model, check_device, cpu_threads, model_classes, model_fields, peak_flops,
-                    print_sizes, resolve_device, seeded_draws, spec_peak_flops, use_tf32)
+from models import (FSDP_UNITS, OPTIMIZERS, build_model, check_device, cpu_threads, model_classes, model_fields,
+                    peak_flops, print_sizes, resolve_device, seeded_draws, spec_peak_flops, use_tf32)
 
 # ----------------------------------------------------------------------------- defaults
 # I/O
@@ -96,6 +96,8 @@ device = 'auto'              # 'auto' | 'cpu' | 'cuda' | 'cuda:1' | 'mps'
 dtype = 'auto'               # 'auto' (bf16 on CUDA, else fp32) | 'float32' | 'bfloat16' | 'float16'
 compile = None               # None: on for CUDA
 dist_timeout_s = 1800        # torchrun: how long a collective waits for a rank before the run fails
+parallel = 'ddp'             # torchrun: 'ddp' (each process holds the whole model) | 'fsdp' (parameters, gradients
+                             # and optimizer states sharded over the processes); one process runs unsharded either way
 tf32 = None                  # CUDA TF32 matmuls; None: on unless dtype is 'float32' (then true FP32)
 # FON recipe (Sections 3-4): synthetic sequences mixed into pretraining, then hole fine-tuning
 p_synth = 0.0                # probability that a sequence comes from synth_dataset (same tokenizer)
@@ -221,7 +223,7 @@ def train(argv, run):
     env, ckpt = setup(cfg, given, run)
     data, raw_model, opts, scaler, iter_num, best_val = build(cfg, env, ckpt, run)
     del ckpt    # its tensors
-    model = wrap(raw_model, env)   # compiled, and under torchrun in DDP
+    model = wrap(raw_model, env)   # compiled, and under torchrun in DDP (FSDP sharded it in build)
     log = Log(cfg, env, data, raw_model, wandb)
 
     model.train()
@@ -233,7 +235,7 @@ def train(argv, run):
         lr = set_schedule(opts, iter_num, cfg)
         # a resumed run evaluates where it starts, as its log was trimmed there
         if iter_num % cfg['eval_interval'] == 0 or iter_num in (cfg['max_iters'], first_iter) or cfg['eval_only']:
-            losses = estimate_loss(model.module if env.ddp else model, data, env.autocast)
+            losses = estimate_loss(model.module if env.ddp and not env.fsdp else model, data, env.autocast, env.fsdp)
             log.eval(iter_num, losses)
             if cfg['eval_only']:    # evaluation writes nothing
                 break
@@ -247,7 +249,9 @@ def train(argv, run):
 
         for micro in range(env.accum):
             x, y, kw = batch
-            if env.ddp:  # sync gradients only on the last micro-step
+            if env.fsdp:  # sync gradients only on the last micro-step
+                raw_model.set_requires_gradient_sync(micro == env.accum - 1)
+            elif env.ddp:
                 model.require_backward_grad_sync = micro == env.accum - 1
             with env.autocast:
                 loss = model(x, y, **kw)[1] / env.accum   # the logits are not kept: at 32k vocab they are GBs
@@ -261,17 +265,21 @@ def train(argv, run):
             for opt in opts:
                 scaler.unscale_(opt)
             norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg['grad_clip'])
+            if env.fsdp:    # a DTensor, replicated: the norm over every shard
+                norm = norm.full_tensor()
         for opt in opts:
             scaler.step(opt)
         scaler.update()
         for opt in opts:
             opt.zero_grad(set_to_none=True)
 
-        if iter_num % cfg['log_interval'] == 0 and env.master:
-            lossf = loss.item() * env.accum
-            if not math.isfinite(lossf):
-                run_folder.diverged(f"training loss is {lossf} at iter {iter_num}", run)
-            log.train(iter_num, lossf, lr, norm)
+        if iter_num % cfg['log_interval'] == 0:
+            stats = train_stats(raw_model, env)
+            if env.master:
+                lossf = loss.item() * env.accum
+                if not math.isfinite(lossf):
+                    run_folder.diverged(f"training loss is {lossf} at iter {iter_num}", run)
+                log.train(iter_num, lossf, lr, norm, stats)
         iter_num += 1
     if env.master and not cfg['eval_only']:
         print(f"done: {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {run.last_good} (best val loss {best_val:.4f}); "
@@ -337,6 +345,7 @@ def setup(cfg, given, run):
             dev = f'cuda:{local_rank}'
             check_device(dev)
         ckpt = run_folder.check_run_folder(run, cfg, given, DEFAULTS)
+        check_parallel(cfg)     # with a resumed run's settings
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world, given, ckpt))
     except ConfigError as e:
@@ -353,7 +362,8 @@ def setup(cfg, given, run):
     tf32 = device_type == 'cuda' and use_tf32(cfg, ptdtype)
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-    env = types.SimpleNamespace(ddp=ddp, rank=rank, local_rank=local_rank, world=world, master=rank == 0, dev=dev,
+    env = types.SimpleNamespace(ddp=ddp, fsdp=ddp and cfg['parallel'] == 'fsdp', rank=rank, local_rank=local_rank,
+                                world=world, master=rank == 0, dev=dev,
                                 device_type=device_type, ptdtype=ptdtype, autocast=autocast, tf32=tf32, threads=threads,
                                 micro_batch=micro_batch, accum=accum,
                                 compile=cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda')
@@ -373,11 +383,14 @@ def build(cfg, env, ckpt, run):
                          argv=run.given.argv)
         raw_model = build_model(cfg['model'], cfg)
         run_folder.load_start(raw_model, cfg, ckpt)
-        raw_model.to(env.dev)
+        if env.fsdp:
+            shard(raw_model, cfg, env)
+        else:
+            raw_model.to(env.dev)
         opts = configure_optimizers(raw_model, cfg, env.device_type)
         scaler = torch.amp.GradScaler(env.device_type, enabled=env.ptdtype == torch.float16)
         if ckpt is not None:
-            run_folder.restore_states(opts, scaler, ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'))
+            run_folder.restore_states(opts, scaler, ckpt, os.path.join(cfg['out_dir'], 'ckpt.pt'), raw_model)
             if not cfg['eval_only']:
                 xy = draw_batch('train', ckpt['iter_num'], 0, cfg, data.streams, data.mask)[:2]
                 then = split_batch(cfg, len(ckpt['rng']))
@@ -408,10 +421,49 @@ def resume_point(ckpt, env):
     return ckpt['iter_num'], ckpt['best_val_loss']
 
 
+def shard(model, cfg, env):
+    """parallel='fsdp' under torchrun: fully_shard each block of models.FSDP_UNITS, then the root (the
+    rest), before the optimizers are built from the sharded parameters. Each unit moves to the device
+    as it is sharded, so no process holds the whole model there. Autocast casts as it does under DDP:
+    the shards, their all-gathers and the gradients' reduce-scatters stay float32."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    scalars = [n for n, p in model.named_parameters() if p.dim() == 0]
+    if scalars:
+        raise ConfigError(f"parallel='fsdp' cannot shard the {cfg['model']} model's scalar parameter {scalars[0]} "
+                          f"(fully_shard takes tensors of one dimension or more): use parallel='ddp'")
+    with torch.no_grad():   # rank 0's initial weights, as DDP broadcasts them (each rank seeds its own generator)
+        for t in [*model.parameters(), *model.buffers()]:
+            on_dev = t.to(env.dev)
+            torch.distributed.broadcast(on_dev, 0)
+            t.copy_(on_dev)
+    mesh = init_device_mesh(env.device_type, (env.world,))
+    for block in FSDP_UNITS[cfg['model']](model):
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    if getattr(model, 'ddp_find_unused_parameters', False):
+        # a part that sits out a step on some ranks only reduces zeros there, so that every rank's
+        # reduce-scatter holds the same parameters
+        model.set_reduce_scatter_unused_params(True)
+
+
+def check_parallel(cfg):
+    """parallel='fsdp' refuses Muon (whole matrices) and float16 (a gradient scaler) in one line."""
+    if cfg['parallel'] != 'fsdp':
+        return
+    if cfg['optimizer'] == 'muon':
+        raise ConfigError("parallel='fsdp' shards each matrix over the processes, and Muon orthogonalizes whole "
+                          "matrices: use optimizer='adamw' with it, or parallel='ddp'")
+    if cfg['dtype'] == 'float16':
+        raise ConfigError("parallel='fsdp' takes dtype 'auto', 'bfloat16' or 'float32', not 'float16' (this trainer "
+                          "has no gradient scaler for sharded gradients): use bfloat16, or parallel='ddp'")
+
+
 def wrap(raw_model, env):
-    """The model the loop runs: compiled (compile), and under torchrun wrapped in DDP."""
+    """The model the loop runs: compiled (compile), and under torchrun wrapped in DDP (an FSDP model
+    was sharded in build)."""
     model = torch.compile(raw_model) if env.compile else raw_model
-    if env.ddp:
+    if env.ddp and not env.fsdp:
         # a model whose parts sit out some steps (FON's revision organ without holes) says so
         unused = getattr(raw_model, 'ddp_find_unused_parameters', False)
         # gradients as views of the buckets: no second copy of the gradients
@@ -435,7 +487,8 @@ class Log:
         if env.master:
             print(f"model {cfg['model']}: {raw_model.num_params():,} parameters, {self.tokens_per_iter:,} tokens/iter "
                   f"({env.world} x {env.accum} x {env.micro_batch} x {cfg['block_size']}), device {env.dev}, "
-                  f"dtype {str(env.ptdtype)[6:]}, tf32 {env.tf32}, compile {env.compile}, world {env.world}")
+                  f"dtype {str(env.ptdtype)[6:]}, tf32 {env.tf32}, compile {env.compile}, world {env.world}"
+                  f"{' (FSDP)' if env.fsdp else ''}")
             print(f"data {os.path.join(cfg['data_dir'], cfg['dataset'])}: {meta.get('layout', 'meta.json')}, "
                   f"vocab {meta['vocab_size']}")
             if env.threads:
@@ -457,7 +510,7 @@ class Log:
             log_jsonl(self.path, {'kind': 'eval', 'iter': iter_num, 'train_loss': losses['train'],
                                   'val_loss': losses['val'], 'tokens': iter_num * self.tokens_per_iter}, self.wandb)
 
-    def train(self, iter_num, lossf, lr, norm):
+    def train(self, iter_num, lossf, lr, norm, stats):
         t1 = time.time()
         dt = (t1 - self.t0) / (self.cfg['log_interval'] if iter_num > 0 else 1)
         self.t0 = t1
@@ -469,8 +522,7 @@ class Log:
             rec['grad_norm'] = norm.item()
         if self.env.device_type == 'cuda':
             rec['peak_mem_gb'] = torch.cuda.max_memory_allocated(self.env.dev) / 2 ** 30
-        if hasattr(self.model, 'train_stats'):
-            rec.update(self.model.train_stats())
+        rec.update(stats)
         extra = ''.join(f", {k} {v:.4g}" for k, v in rec.items() if k not in ('kind', 'iter', 'loss', 'lr', 'ms', 'tokens_per_s', 'mfu'))
         print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f}ms, "
               f"{rec['tokens_per_s']:.0f} tok/s, mfu {100 * rec['mfu']:.2f}%{extra}")
@@ -478,22 +530,27 @@ class Log:
 
 
 @torch.no_grad()
-def estimate_loss(model, data, autocast):
+def estimate_loss(model, data, autocast, lockstep=False):
     """Mean train and val loss over the eval_iters fixed batches of batch_size sequences (the same
     set at any world size: under torchrun each rank scores every world-th batch, and the sums are
     reduced, so every rank takes the same checkpoint/NaN decision). A causal=False run's is the
     mean over all the holes of its holed eval batches, a loss_on='answers' run's the mean over all
-    their answer tokens. model: the model without its DDP wrapper (the ranks score different batches)."""
+    their answer tokens. model: the model without its DDP wrapper (the ranks score different batches).
+    lockstep (FSDP: a forward all-gathers): every rank runs as many forwards, a rank short of a
+    batch or of scored tokens one that counts nothing."""
     cfg = data.cfg
     model.eval()
     sums = torch.zeros(2, 2, device=data.dev)     # (train, val) x (loss sum, weight); on dev: nccl reduces only CUDA tensors
+    rounds = -(-cfg['eval_iters'] // data.world) * data.world if lockstep else cfg['eval_iters']
     for i, split in enumerate(('train', 'val')):
-        for k in range(data.rank, cfg['eval_iters'], data.world):
-            x, y, kw = get_batch(split, -1 - k, 0, data)
+        for k in range(data.rank, rounds, data.world):
+            x, y, kw = get_batch(split, -1 - min(k, cfg['eval_iters'] - 1), 0, data)
             n = int((y != -1).sum()) if cfg['loss_on'] == 'answers' or not cfg['causal'] else 1
-            if n:
+            n = n if k < cfg['eval_iters'] else 0
+            if n or lockstep:
                 with autocast:
                     _, loss = model(x, y, **kw)
+            if n:
                 sums[i, 0] += loss.float() * n
             sums[i, 1] += n
     if torch.distributed.is_initialized():
@@ -501,6 +558,24 @@ def estimate_loss(model, data, autocast):
     mean = sums[:, 0] / sums[:, 1]
     model.train()
     return {'train': mean[0].item(), 'val': mean[1].item()}
+
+
+def train_stats(model, env):
+    """The model's own records of a training log line (its train_stats, if any), rank 0's; under FSDP
+    every rank reads them from the whole parameters, gathered for it (collective)."""
+    if not hasattr(model, 'train_stats') or not (env.master or env.fsdp):
+        return {}
+    if not env.fsdp:
+        return model.train_stats()
+    from torch.distributed.fsdp import FSDPModule
+    units = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    for m in units:
+        m.unshard()
+    try:
+        return model.train_stats()
+    finally:
+        for m in units:
+            m.reshard()
 
 
 def log_jsonl(path, record, wandb=None):
@@ -545,6 +620,7 @@ def dry(cfg, given):
         world = int(os.environ.get('WORLD_SIZE', 1))
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world, given))
+        check_parallel(cfg)
         print_sizes(cfg, world, split_batch, configure_optimizers)
     except ConfigError as e:
         fail(e)
