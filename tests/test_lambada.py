@@ -96,3 +96,12 @@ def test_eval_task_lambada_scores_as_tools_lambada_and_training_beats_no_trainin
             tools_eval.main(['--out_dir=trained', *args])
         err = capsys.readouterr().err.strip().splitlines()
         assert e.value.code == 2 and len(err) == 1 and why in err[0], err
+
+
+def test_training_on_lambada_says_what_it_is_for(tmp_path, capsys):
+    # prepare_data.py lambada writes passages to score, not a token stream: a run naming it is told so,
+    # not sent to prepare it again
+    with pytest.raises(SystemExit) as e:
+        train_script().main([f'--data_dir={tmp_path}', '--dataset=lambada', f'--out_dir={tmp_path}/o'])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and 'not a training set' in err[0] and 'prepare' not in err[0], err
