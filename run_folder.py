@@ -113,7 +113,7 @@ def guard(run, body):
 RUN_KEYS = ('out_dir', 'init_from', 'overwrite', 'eval_only', 'dry_run')
 CONTINUE_KEYS = RUN_KEYS + ('max_iters', 'eval_interval', 'log_interval', 'eval_iters', 'always_save_checkpoint',
                             'data_dir', 'device', 'dtype', 'compile', 'tf32', 'parallel', 'wandb_log', 'wandb_project',
-                            'wandb_run_name')
+                            'wandb_run_name', 'sharded_checkpoint')
 
 
 def prepare_out_dir(cfg, given, defaults):
@@ -136,7 +136,7 @@ def prepare_out_dir(cfg, given, defaults):
     if not os.path.isfile(ckpt_path):
         raise ConfigError(f"init_from='resume' but there is no checkpoint at {ckpt_path} "
                           f"(a new run: {command(given.argv, drop=('init_from',))})")
-    ckpt = read_checkpoint(ckpt_path)
+    ckpt = read_checkpoint(ckpt_path, shards=False)    # build loads a sharded checkpoint's states
     missing = [k for k in ('optimizers', 'scaler', 'rng', 'best_val_loss') if k not in ckpt]
     if missing:
         run = {**defaults, **ckpt['config'], **ckpt['model_args'], 'model': ckpt['model_name'], 'out_dir': cfg['out_dir']}
@@ -335,6 +335,10 @@ def load_start(model, cfg, ckpt):
     init_from=DIR (of the same model; start_from_release took a release's config), else the fresh ones
     model was built with."""
     if ckpt is not None:
+        if 'model' not in ckpt:     # sharded: an FSDP run loads its shards once sharded (restore_states)
+            if cfg['parallel'] == 'fsdp' and torch.distributed.is_initialized():
+                return
+            ckpt.update(read_shards(cfg['out_dir'], ckpt))
         load_weights(model, ckpt['model'], os.path.join(cfg['out_dir'], 'ckpt.pt'))
     elif cfg['init_from'] != 'scratch':
         src = read_checkpoint(cfg['init_from'])
@@ -346,9 +350,14 @@ def load_start(model, cfg, ckpt):
 def restore_states(opts, scaler, ckpt, path, model=None):
     """The optimizers' and the fp16 scaler's states from a checkpoint. A run saved without fp16
     (an empty scaler state) resumed with --dtype=float16 starts a fresh scaler, as a new fp16 run does.
-    The optimizers of an FSDP model (model: the one they step) take their shards of the whole states."""
+    The optimizers of an FSDP model (model: the one they step) take their shards of the whole states,
+    or of a sharded checkpoint's."""
     try:
+        if 'model' not in ckpt:
+            load_shards(model, opts, ckpt, os.path.dirname(path))
         for opt, state in zip(opts, ckpt['optimizers']):
+            if state is None:   # in the shards
+                continue
             if fsdp_model(model) and state['state']:
                 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
                 set_optimizer_state_dict(model, opt, by_name(state, model, opt),
@@ -357,7 +366,7 @@ def restore_states(opts, scaler, ckpt, path, model=None):
                     group.update({k: v for k, v in saved.items() if k != 'params'})
             else:
                 opt.load_state_dict(state)
-    except (ValueError, KeyError, RuntimeError, IndexError) as e:
+    except (ValueError, KeyError, RuntimeError, IndexError, dcp_error()) as e:
         raise ConfigError(f"the optimizer state in {path} does not fit this run's optimizers: {str(e).splitlines()[0][:200]}")
     if ckpt['scaler']:
         scaler.load_state_dict(ckpt['scaler'])
@@ -422,15 +431,114 @@ def save_run(cfg, model, opts, scaler, meta, it, best_val, data):
         states = [None] * torch.distributed.get_world_size()
         torch.distributed.all_gather_object(states, mine)
     rng, cuda_rng = [s[0] for s in states], [s[1] for s in states]
-    # an FSDP model's states are gathered to one file; sharded files (torch.distributed.checkpoint) are not built yet
-    weights, optimizers = model_states(model, opts)
+    if cfg.get('sharded_checkpoint') and fsdp_model(model):
+        name, optimizers = save_shards(cfg['out_dir'], model, opts, it)
+        states = {'sharded': name, 'optimizers': optimizers}
+    else:
+        weights, optimizers = model_states(model, opts)
+        states = {'model': weights, 'optimizers': optimizers}
     if int(os.environ.get('RANK', 0)) == 0:
         model_args = {f.name: getattr(model.config, f.name) for f in dataclasses.fields(model.config)}
         save_checkpoint(os.path.join(cfg['out_dir'], 'ckpt.pt'), {
-            'model': weights, 'optimizers': optimizers,
-            'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
+            **states, 'scaler': scaler.state_dict(), 'model_name': cfg['model'], 'model_args': model_args,
             'config': cfg, 'meta': meta, 'iter_num': it, 'best_val_loss': best_val, 'rng': rng,
             'cuda_rng': cuda_rng, 'data': data})
+        # only now that ckpt.pt names the new shards (or holds the states whole) do the old ones go
+        for name in shard_folders(cfg['out_dir']):
+            if name != states.get('sharded'):
+                shutil.rmtree(os.path.join(cfg['out_dir'], name), ignore_errors=True)
+
+
+SHARDS = '.ckpt.new'   # out_dir/.ckpt.new<iter>: the shards of a sharded checkpoint (sharded_checkpoint=True)
+
+
+def shard_folders(out):
+    """The names of out's folders of checkpoint shards."""
+    try:
+        return [n for n in os.listdir(out) if n.startswith(SHARDS) and os.path.isdir(os.path.join(out, n))]
+    except OSError:
+        return []
+
+
+def dcp_error():
+    """What torch.distributed.checkpoint raises for a failed read or write."""
+    from torch.distributed.checkpoint.api import CheckpointException
+    return CheckpointException
+
+
+def save_shards(out, model, opts, it):
+    """sharded_checkpoint=True (collective): every rank writes its shards of the FSDP model's states and of
+    its stepped optimizers' (torch.distributed.checkpoint) into a folder of out that no ckpt.pt names, so
+    a crash leaves ckpt.pt and the shards it names whole. Returns the folder's name and the optimizers
+    as ckpt.pt holds them: None for those in the shards."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+    taken = shard_folders(out)
+    # a fresh name: a resumed run saves again at the iteration of the folder ckpt.pt names
+    names = [next(n for n in [f"{SHARDS}{it}"] + [f"{SHARDS}{it}.{k}" for k in range(1, len(taken) + 2)] if n not in taken)]
+    torch.distributed.broadcast_object_list(names)   # rank 0's listing: a rank may see another folder
+    folder = os.path.join(out, names[0])
+    # an optimizer without states yet (iteration 0) as it is: get_optimizer_state_dict would take a step to make them
+    states = {'model': get_model_state_dict(model),
+              'optimizers': {str(k): get_optimizer_state_dict(model, o) for k, o in enumerate(opts) if o.state}}
+    try:
+        dcp.save(states, checkpoint_id=folder)
+    except dcp_error() as e:
+        if int(os.environ.get('RANK', 0)) == 0:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise ConfigError(f"cannot write the checkpoint's shards to {folder}: {str(e).splitlines()[0][:200]}; "
+                          f"removed it, {os.path.join(out, 'ckpt.pt')} is as it was") from None
+    return names[0], [None if o.state else o.state_dict() for o in opts]
+
+
+def load_shards(model, opts, ckpt, out):
+    """A sharded checkpoint's states into an FSDP model and its optimizers, resharded to this world (collective)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
+                                                         set_model_state_dict, set_optimizer_state_dict)
+    folder = shards_path(out, ckpt)
+    stepped = {str(k): o for k, (o, s) in enumerate(zip(opts, ckpt['optimizers'])) if s is None}
+    states = {'model': get_model_state_dict(model),
+              'optimizers': {k: get_optimizer_state_dict(model, o) for k, o in stepped.items()}}
+    dcp.load(states, checkpoint_id=folder)
+    set_model_state_dict(model, states['model'])
+    for k, o in stepped.items():
+        set_optimizer_state_dict(model, o, states['optimizers'][k])
+
+
+def shards_path(out, ckpt):
+    """The folder of a sharded checkpoint's shards; one line where it is gone."""
+    folder = os.path.join(out, ckpt['sharded'])
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{os.path.join(out, 'ckpt.pt')} keeps its weights in the folder {folder} beside it, which "
+                          f"is not there: copy it back from where ckpt.pt came from")
+    return folder
+
+
+def read_shards(out, ckpt):
+    """A sharded checkpoint's model and optimizer states whole, as a gathered ckpt.pt holds them
+    (optimizer states keyed by parameter index), read in this process alone."""
+    from torch.distributed.checkpoint import FileSystemReader
+    # the loader dcp_to_torch_save runs, without its detour through a file; torch 2.13 has no public one
+    from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner, _load_state_dict
+    folder, states = shards_path(out, ckpt), {}
+    try:
+        _load_state_dict(states, storage_reader=FileSystemReader(folder), planner=_EmptyStateDictLoadPlanner(),
+                         no_dist=True)
+    except (dcp_error(), OSError, RuntimeError) as e:
+        raise ConfigError(f"the checkpoint shards in {folder} are unreadable ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:120] if str(e) else 'no detail'}): train again or restore a copy")
+    opts = states.get('optimizers', {})
+    return {'model': states['model'],
+            'optimizers': [s if s is not None else by_number(opts[str(k)]) for k, s in enumerate(ckpt['optimizers'])]}
+
+
+def by_number(state):
+    """An optimizer state dict keyed by parameter name as Optimizer.state_dict() keys it: by the
+    parameters' numbers in the order of its groups."""
+    ids = {n: i for i, n in enumerate(n for g in state['param_groups'] for n in g['params'])}
+    return {'state': {ids[n]: s for n, s in state['state'].items()},
+            'param_groups': [{**g, 'params': [ids[n] for n in g['params']]} for g in state['param_groups']]}
 
 
 def fsdp_model(model):
@@ -574,7 +682,8 @@ def run_files(out):
     """The names of out's own run files; a folder among them that holds a run of its own is not one."""
     def holds_run(path):
         return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in ('ckpt.pt', 'config.json'))
-    return [n for n in RUN_FILES if os.path.lexists(os.path.join(out, n)) and not holds_run(os.path.join(out, n))]
+    return [n for n in RUN_FILES if os.path.lexists(os.path.join(out, n)) and not holds_run(os.path.join(out, n))] + \
+        shard_folders(out)
 
 
 def set_aside(cfg):
@@ -641,10 +750,11 @@ def peer_gone(e):
 CKPT_KEYS = ('model', 'model_name', 'model_args', 'config', 'iter_num')
 
 
-def read_checkpoint(path, device='cpu'):
+def read_checkpoint(path, device='cpu', shards=True):
     """The checkpoint dict in an out_dir or a ckpt.pt file; a file torch cannot read, or one
     train.py did not write, is one line. hf:OWNER/NAME or a folder of the Parcae authors' format
-    reads as one (pretrained.read_release)."""
+    reads as one (pretrained.read_release). A sharded checkpoint (sharded_checkpoint=True) reads
+    whole, as the file a gathered one is (shards=False: without its model and optimizer states)."""
     if pretrained.is_release(path):
         try:
             return pretrained.read_release(path, device)
@@ -664,9 +774,13 @@ def read_checkpoint(path, device='cpu'):
     except Exception as e:  # truncated, empty, garbage: torch says so in many ways
         raise ConfigError(f"{path} is unreadable ({os.path.getsize(path)} bytes; {type(e).__name__}: "
                           f"{str(e).splitlines()[0][:120] if str(e) else 'no detail'}): train again or restore a copy")
-    missing = [k for k in CKPT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
+    # a sharded checkpoint's ckpt.pt names the folder of its weights
+    missing = [k for k in CKPT_KEYS if not isinstance(ckpt, dict) or k not in ckpt and not (k == 'model' and 'sharded' in ckpt)]
     if missing:
         raise ConfigError(f"{path} is not a train.py checkpoint (it lacks {', '.join(missing)})")
+    if shards and 'sharded' in ckpt:    # the dict a gathered ckpt.pt holds
+        ckpt.update(read_shards(os.path.dirname(path), ckpt))
+        del ckpt['sharded']
     return ckpt
 
 

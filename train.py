@@ -98,6 +98,8 @@ compile = None               # None: on for CUDA
 dist_timeout_s = 1800        # torchrun: how long a collective waits for a rank before the run fails
 parallel = 'ddp'             # torchrun: 'ddp' (each process holds the whole model) | 'fsdp' (parameters, gradients
                              # and optimizer states sharded over the processes); one process runs unsharded either way
+sharded_checkpoint = False   # parallel='fsdp' under torchrun: each process writes its shards of the checkpoint
+                             # (torch.distributed.checkpoint), not rank 0 the whole; it resumes at any world size
 tf32 = None                  # CUDA TF32 matmuls; None: on unless dtype is 'float32' (then true FP32)
 # FON recipe (Sections 3-4): synthetic sequences mixed into pretraining, then hole fine-tuning
 p_synth = 0.0                # probability that a sequence comes from synth_dataset (same tokenizer)
@@ -345,7 +347,7 @@ def setup(cfg, given, run):
             dev = f'cuda:{local_rank}'
             check_device(dev)
         ckpt = run_folder.check_run_folder(run, cfg, given, DEFAULTS)
-        check_parallel(cfg)     # with a resumed run's settings
+        check_parallel(cfg, given)     # with a resumed run's settings
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world, given, ckpt))
     except ConfigError as e:
@@ -447,8 +449,14 @@ def shard(model, cfg, env):
         model.set_reduce_scatter_unused_params(True)
 
 
-def check_parallel(cfg):
-    """parallel='fsdp' refuses Muon (whole matrices) and float16 (a gradient scaler) in one line."""
+def check_parallel(cfg, given):
+    """parallel='fsdp' refuses Muon (whole matrices) and float16 (a gradient scaler) in one line; a
+    sharded_checkpoint given for anything else, too (a resumed one runs on, saving ckpt.pt whole)."""
+    if cfg['sharded_checkpoint'] and 'sharded_checkpoint' in given and (cfg['parallel'] != 'fsdp' or
+                                                                       'WORLD_SIZE' not in os.environ):
+        raise ConfigError(f"sharded_checkpoint=True writes the shards of parallel='fsdp' processes under torchrun, and "
+                          f"this run is parallel={cfg['parallel']!r} on "
+                          f"{'torchrun' if 'WORLD_SIZE' in os.environ else 'one process (python)'}: leave it off")
     if cfg['parallel'] != 'fsdp':
         return
     if cfg['optimizer'] == 'muon':
@@ -620,7 +628,7 @@ def dry(cfg, given):
         world = int(os.environ.get('WORLD_SIZE', 1))
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world, given))
-        check_parallel(cfg)
+        check_parallel(cfg, given)
         print_sizes(cfg, world, split_batch, configure_optimizers)
     except ConfigError as e:
         fail(e)

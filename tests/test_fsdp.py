@@ -1,6 +1,6 @@
-"""parallel='fsdp': two gloo ranks of FSDP log the losses DDP logs, write the checkpoint DDP writes,
-resume exactly under FSDP, at one process and at another world size; what FSDP refuses; the dry
-run's share per GPU."""
+"""parallel='fsdp': two gloo ranks of FSDP log the losses DDP logs, write the checkpoint DDP writes
+(or, sharded_checkpoint=True, their shards), resume exactly under FSDP, at one process and at another
+world size; what FSDP refuses; the dry run's share per GPU."""
 import os
 import re
 import shutil
@@ -8,6 +8,7 @@ import shutil
 import pytest
 import torch
 
+import run_folder
 from conftest import read_log, run_script, train_script
 
 MAX_ITERS = 4
@@ -38,10 +39,17 @@ def assert_close(a, b, kind='eval'):
     assert x.keys() == y.keys() and all(abs(x[i] - y[i]) <= TOL for i in x), (kind, x, y)
 
 
-def test_fsdp_logs_ddps_losses_writes_its_checkpoint_and_resumes_exactly_at_2_and_1_processes(char_data, tmp_path):
-    ddp, fsdp, one = tmp_path / 'ddp', tmp_path / 'fsdp', tmp_path / 'one'
+@pytest.fixture(scope='module')
+def ddp(char_data, tmp_path_factory):
+    """DDP's uninterrupted run, which the FSDP runs log."""
+    out = tmp_path_factory.mktemp('ddp')
+    torchrun(2, out, f'--data_dir={char_data}', *TINY, *GPT)
+    return out
+
+
+def test_fsdp_logs_ddps_losses_writes_its_checkpoint_and_resumes_exactly_at_2_and_1_processes(char_data, ddp, tmp_path):
+    fsdp, one = tmp_path / 'fsdp', tmp_path / 'one'
     common = [f'--data_dir={char_data}', *TINY, *GPT]
-    torchrun(2, ddp, *common)
     p = torchrun(2, fsdp, *common, '--parallel=fsdp', '--max_iters=2')
     assert 'world 2 (FSDP)' in p.stdout
     shutil.copytree(fsdp, one)
@@ -66,6 +74,43 @@ def test_fsdp_logs_ddps_losses_writes_its_checkpoint_and_resumes_exactly_at_2_an
                    for i, s in sa['state'].items() for k, t in s.items())
     p = run_script('sample.py', f'--out_dir={fsdp}', '--start=the cat', '--max_new_tokens=10', '--num_samples=1')
     assert p.stdout.startswith('the cat')
+
+
+def test_a_sharded_checkpoint_resumes_exactly_at_2_and_1_processes_and_reads_whole(char_data, ddp, tmp_path):
+    # each rank writes its shards into a folder beside a ckpt.pt without weights; a resume at 2 loads them
+    # resharded, one at 1 (and sample.py) reads them whole and saves ckpt.pt whole
+    fsdp, one = tmp_path / 'fsdp', tmp_path / 'one'
+    torchrun(2, fsdp, f'--data_dir={char_data}', *TINY, *GPT, '--parallel=fsdp', '--sharded_checkpoint=True',
+             '--max_iters=2')
+    ckpt = torch.load(os.path.join(fsdp, 'ckpt.pt'), weights_only=False)
+    assert 'model' not in ckpt and run_folder.tensor_bytes(ckpt['optimizers']) == 0
+    assert len(os.listdir(os.path.join(fsdp, ckpt['sharded']))) > 2     # the metadata and a file a rank
+    shutil.copytree(fsdp, one)
+    torchrun(2, fsdp, '--init_from=resume', f'--max_iters={MAX_ITERS}')
+    p = run_script('train.py', f'--out_dir={one}', '--init_from=resume', f'--max_iters={MAX_ITERS}')
+    assert 'world 1' in p.stdout
+    assert_close(fsdp, ddp)
+    assert_close(fsdp, ddp, 'train')
+    assert_close(one, ddp)
+    # the last save's shards replaced the first's; at one process ckpt.pt holds the states whole
+    assert run_folder.shard_folders(fsdp) == [run_folder.read_checkpoint(str(fsdp), shards=False)['sharded']]
+    assert not run_folder.shard_folders(one) and 'model' in torch.load(one / 'ckpt.pt', weights_only=False)
+    # read whole, it is the dict DDP's file holds
+    a, b = (run_folder.read_checkpoint(str(d)) for d in (ddp, fsdp))
+    assert a.keys() == b.keys() and all(t.shape == a['model'][k].shape for k, t in b['model'].items())
+    for sa, sb in zip(a['optimizers'], b['optimizers']):
+        assert sa['param_groups'] == sb['param_groups'] and sa['state'].keys() == sb['state'].keys()
+    p = run_script('sample.py', f'--out_dir={fsdp}', '--start=the cat', '--max_new_tokens=10', '--num_samples=1')
+    assert p.stdout.startswith('the cat')
+
+
+def test_a_sharded_checkpoint_without_fsdp_is_refused_in_one_line(char_data, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv('WORLD_SIZE', raising=False)
+    with pytest.raises(SystemExit) as e:
+        train_script().main([f'--data_dir={char_data}', f'--out_dir={tmp_path}', *TINY, *GPT, '--sharded_checkpoint=True'])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count('\n') == 1, err
+    assert "sharded_checkpoint=True writes the shards of parallel='fsdp' processes under torchrun" in err, err
 
 
 def test_fsdp_refuses_muon_and_float16_in_one_line(char_data, tmp_path):
