@@ -175,10 +175,7 @@ def get_tokenizer(meta):
     if kind == 'gpt2':
         enc = gpt2_encoding(meta.get('bpe_vocab'))
 
-        def decode(ids):   # runs of known ids, U+FFFD for each other
-            runs = itertools.groupby(ids, lambda i: 0 <= i < enc.n_vocab)
-            return ''.join(enc.decode([int(i) for i in run]) if ok else '\ufffd' * len(list(run)) for ok, run in runs)
-        return (lambda s: enc.encode(s, allowed_special='all')), decode
+        return (lambda s: enc.encode(s, allowed_special='all')), known_runs(enc.decode, enc.n_vocab)
     if kind == 'byte':
         return (lambda s: list(s.encode('utf-8')),
                 lambda ids: bytes(int(i) for i in ids if 0 <= i < 256).decode('utf-8', errors='replace'))
@@ -239,13 +236,17 @@ def _json_codec(meta, file):
         raise DataError(f'{file} is not the tokenizer.json the data was encoded with (sha256 {got[:8]}..., '
                         f'not {str(sha)[:8]}...): prepare the dataset again')
     tok = _read_json_tokenizer(raw, file)
-    n = json_vocab(tok)
+    return (lambda s: tok.encode(s, add_special_tokens=False).ids,
+            known_runs(lambda ids: tok.decode(ids, skip_special_tokens=False), json_vocab(tok)))
 
-    def decode(ids):   # runs of known ids, U+FFFD for each other (a padded vocabulary's rows)
+
+def known_runs(decode, n):
+    """decode(ids) for ids of a model's vocabulary: runs of the tokenizer's ids decoded, U+FFFD for each id
+    past its n (a padded vocabulary's rows, the battery's MASK)."""
+    def decode_all(ids):
         runs = itertools.groupby((int(i) for i in ids), lambda i: 0 <= i < n)
-        return ''.join(tok.decode(list(run), skip_special_tokens=False) if ok else '\ufffd' * len(list(run))
-                       for ok, run in runs)
-    return (lambda s: tok.encode(s, add_special_tokens=False).ids), decode
+        return ''.join(decode(list(run)) if ok else '\ufffd' * len(list(run)) for ok, run in runs)
+    return decode_all
 
 
 # ----------------------------------------------------------------------------- sources -> splits

@@ -535,7 +535,9 @@ def read_shards(out, ckpt):
 
 def by_number(state):
     """An optimizer state dict keyed by parameter name as Optimizer.state_dict() keys it: by the
-    parameters' numbers in the order of its groups."""
+    parameters' numbers in the order of its groups (a gathered state on a rank but 0: empty, as it is)."""
+    if not state:
+        return state
     ids = {n: i for i, n in enumerate(n for g in state['param_groups'] for n in g['params'])}
     return {'state': {ids[n]: s for n, s in state['state'].items()},
             'param_groups': [{**g, 'params': [ids[n] for n in g['params']]} for g in state['param_groups']]}
@@ -563,23 +565,12 @@ def model_states(model, opts):
         if weights:
             weights[name] = weights[first.setdefault(id(p), name)]
     # an optimizer without states yet (iteration 0) as it is: get_optimizer_state_dict would take a step to make them
-    return weights, [by_index(get_optimizer_state_dict(model, o, options=whole), o) if o.state else o.state_dict()
+    return weights, [by_number(get_optimizer_state_dict(model, o, options=whole)) if o.state else o.state_dict()
                      for o in opts]
 
 
-def by_index(state, opt):
-    """opt's state dict as Optimizer.state_dict() writes it (its groups, the parameters numbered in their
-    order), holding the whole states of a state dict keyed by parameter name (torch.distributed.checkpoint's)."""
-    if not state:
-        return state
-    own = opt.state_dict()
-    ids = dict(zip([n for g in state['param_groups'] for n in g['params']],
-                   [i for g in own['param_groups'] for i in g['params']]))
-    return {'state': {ids[n]: s for n, s in state['state'].items()}, 'param_groups': own['param_groups']}
-
-
 def by_name(state, model, opt):
-    """by_index undone for opt, whose parameters the checkpoint's indices number: keyed by their names in model."""
+    """by_number undone for opt, whose parameters the checkpoint's indices number: keyed by their names in model."""
     names = {id(p): n for n, p in model.named_parameters()}
     fqns = [names[id(p)] for g in opt.param_groups for p in g['params']]
     return {'state': {fqns[i]: s for i, s in state['state'].items()},

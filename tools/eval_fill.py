@@ -119,14 +119,14 @@ def battery_examples(ev, n):
             raise ConfigError(f"the battery reads split 'val', or 'test' where the data has one; {name} has no "
                               f"{split!r} split" + (f" (python prepare_data.py {meta['name']} --n_test N)" if split == 'test' else ''))
         if meta['tasks'] == list(tasks):
-            val = synthetic_split(meta['seed'], meta['n_train'], meta['n_val'], tasks, n_test=meta.get('n_test', 0))[split]
-            first = encode_example(*val[0][1:3], get_tokenizer(meta)[0], suffix=val[0][3])[0]
+            held = synthetic_split(meta['seed'], meta['n_train'], meta['n_val'], tasks, n_test=meta.get('n_test', 0))[split]
+            first = encode_example(*held[0][1:3], get_tokenizer(meta)[0], suffix=held[0][3])[0]
         if meta['tasks'] != list(tasks) or (os.path.isfile(path) and np.fromfile(
                 path, dtype=np.uint16, count=len(first)).tolist() != first):
             raise ConfigError(f"the synthetic data in {os.path.dirname(path)} was prepared with another battery "
                               f"than today's ({', '.join(tasks)}): prepare it again (python prepare_data.py {meta['name']})")
         out = {t: [] for t in tasks}
-        for t, *ex in val:
+        for t, *ex in held:
             if len(out[t]) < n:
                 out[t].append(tuple(ex))
         return meta, out
