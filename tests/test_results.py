@@ -24,12 +24,18 @@ import models
 from train import resolve_config
 
 
+# The lab trains in subprocesses; its stand-ins here run in its threads, and CPython 3.11's ast.parse
+# (configurator's literal_eval) is not thread-safe: "AST constructor recursion depth mismatch".
+PARSING = threading.Lock()
+
+
 def made_up_run(args, out, vocab_size, seed=None):
     """A run folder as train.py starts it: its config.json, resolved from the run's arguments; nothing trains."""
     os.makedirs(out, exist_ok=True)
-    cfg = resolve_config([os.path.join(ROOT, a) if a.startswith('config/') else a for a in args
-                          if not a.startswith('--init_from=')] + [f'--vocab_size={vocab_size}'] +
-                         ([f'--seed={seed}'] if seed is not None else []))
+    with PARSING:
+        cfg = resolve_config([os.path.join(ROOT, a) if a.startswith('config/') else a for a in args
+                              if not a.startswith('--init_from=')] + [f'--vocab_size={vocab_size}'] +
+                             ([f'--seed={seed}'] if seed is not None else []))
     json.dump(cfg, open(os.path.join(out, 'config.json'), 'w'))
     return cfg
 
