@@ -134,7 +134,7 @@ def test_prepare_writes_the_test_split_and_the_battery_reads_it(tmp_path):
 @pytest.fixture(scope='module')
 def hops(tmp_path_factory):
     root = str(tmp_path_factory.mktemp('data'))
-    prepare_data.prepare('hops', out_dir=root, n_train=1200, n_val=300, quiet=True)
+    prepare_data.prepare('hops', out_dir=root, n_train=1200, n_val=300, n_test=60, quiet=True)
     return root
 
 
@@ -187,3 +187,8 @@ def test_answer_loss_falls_below_its_failure_mode(hops, tmp_path):
     val = os.path.join(hops, 'hops', 'val.bin')
     starts = data.example_starts(val, [json.load(open(os.path.join(hops, 'hops', 'meta.json')))['stoi']['\n']], 128)
     assert stream['tokens'] == 8 * len(starts) and abs(stream['loss'] - last) < 0.2
+    # the battery reads the test split's own examples (no eval set needed): 10 per hop count, exact match a
+    # multiple of 1/10, and its JSON names the split
+    got = ev.main([f'--out_dir={out}', f'--out={tmp_path}/t', '--battery=True', '--split=test', '--battery_n=10'])
+    assert got['battery']['split'] == 'test' and set(got['battery']['tasks']) == set(HOP_TASKS)
+    assert all(abs(10 * r['generate'] - round(10 * r['generate'])) < 1e-9 for r in got['battery']['tasks'].values())

@@ -32,7 +32,8 @@ num_recur (or with --fit=True) the fit L(T) = L_inf + Z exp(-z T) (Parcae sectio
 eval_sweep.py's, see its docstring. --extrapolate: loss at each eval length on non-overlapping val
 blocks (same targets budget per length); a model with learned positions cannot go past its table:
 NaN with a note. --infill and --battery (with --compare, too: Table 8's layout) are eval_fill.py's,
-see its docstring.
+see its docstring; --battery reads the split's own examples, the test split too (--split=test, where
+prepare_data.py --n_test wrote one).
 """
 import json
 import math
@@ -652,8 +653,9 @@ def main(argv):
             raise ConfigError("--stream=True scores the whole split; it does not take --eval_iters")
         if opt['split'] not in ('train', 'val', 'test'):
             raise ConfigError(f"split must be train, val or test, got {opt['split']!r}")
-        if opt['split'] == 'test' and not opt['stream']:
-            raise ConfigError("the test split has no train.py eval set; use --stream=True")
+        examples_only = opt['battery'] and not any(opt[f] for f in ('sweep', 'extrapolate', 'infill', 'nca_steps', 'gates'))
+        if opt['split'] == 'test' and not opt['stream'] and not examples_only:   # the battery reads the split's examples
+            raise ConfigError("the test split has no train.py eval set; use --stream=True (or --battery=True alone)")
         torch.manual_seed(0)
         ev = Evaluator(opt, knobs)
         jobs = [(opt['sweep'], run_sweep), (opt['extrapolate'], run_extrapolate), (opt['infill'], run_infill),

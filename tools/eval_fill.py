@@ -237,7 +237,7 @@ def run_battery(ev):
     readings = battery_readings(ev)
     columns = [(LABELS[r], r) for r in readings]
     print(battery_table(columns, rows))
-    res = {'model': ev.name, 'tasks': rows, 'mask_id': mask, 'readings': readings,
+    res = {'model': ev.name, 'split': ev.opt['split'], 'tasks': rows, 'mask_id': mask, 'readings': readings,
            'not_read': {r: why for r, why in NOT_READ.items() if r not in readings},
            'protocol': 'fill: the answer\'s tokens set to the MASK id (FON: passed as holes), argmax at each '
                        'equals the answer; fill_bidirectional: the same with full attention, for a GPT trained '
