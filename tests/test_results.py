@@ -1277,6 +1277,37 @@ def test_a_run_started_from_a_recorded_one_trains_that_one_again_first(lab, same
     assert ('trained again ends at' in capsys.readouterr().err) is not same
 
 
+def test_a_retrain_for_a_checkpoint_killed_midway_resumes_and_is_not_taken_for_the_whole(lab, tmp_path, monkeypatch,
+                                                                                         capsys):
+    # the retrain writes checkpoints as it goes: killed after one, that checkpoint is not the record's run; the
+    # next call resumes it to its end, compares with the record's last eval, and only then is the checkpoint used
+    monkeypatch.chdir(tmp_path)
+    calls = []
+    trained = fake_train_py(calls, lambda: 1.5)
+
+    def killed(cmd, out):
+        calls.append(cmd)
+        open(os.path.join(out, 'ckpt.pt'), 'w').close()
+        with open(os.path.join(out, 'log.jsonl'), 'w') as f:     # its log so far replaces the record's
+            f.write(json.dumps({'kind': 'eval', 'iter': 50, 'val_loss': 2.0}) + '\n')
+        raise KeyboardInterrupt
+    pre = lab.run_dir('p', 'pre', 1)
+    monkeypatch.setattr(lab, 'run_with_progress', trained)
+    lab.train(['c.py'], pre, 1)
+    os.rename('out-results', 'old')
+    lab.train(['c.py'], pre, 1)                # read from the record
+    monkeypatch.setattr(lab, 'run_with_progress', killed)
+    with pytest.raises(KeyboardInterrupt):
+        lab.ensure_ckpt(pre)
+    assert calls[-1][-1] == '--overwrite=True'
+    monkeypatch.setattr(lab, 'run_with_progress', trained)
+    lab.ensure_ckpt(pre)
+    assert calls[-1] == calls[0] + ['--init_from=resume']
+    assert 'trained again ends at' not in capsys.readouterr().err     # compared with the record's 1.5, not 2.0
+    lab.ensure_ckpt(pre)
+    assert len(calls) == 3 and not os.path.exists(os.path.join(pre, 'retraining.json'))
+
+
 @pytest.mark.parametrize('paper', list(lab_spec.PAPERS))
 def test_the_committed_tables_rebuild_from_the_records_byte_for_byte(paper, tmp_path, monkeypatch, capsys):
     # results/<paper>.md and .json are what the records give, to the byte, trained and read nothing (--rebuild);

@@ -111,8 +111,10 @@ class Lab(Pool):
     def ensure_ckpt(self, out):
         """The checkpoint of a restored run, which a fine-tune, a later stage or a new reading needs: the run
         trained again from its recorded arguments (and any run it started from), which at one thread on
-        the same CPU gives the same weights; a line says so where its last eval differs from the record's."""
-        if os.path.isfile(os.path.join(out, 'ckpt.pt')):
+        the same CPU gives the same weights; a line says so where its last eval differs from the record's.
+        Until that run ends its folder holds a marker: a checkpoint beside it is a killed retrain's, resumed."""
+        ckpt, marker = os.path.join(out, 'ckpt.pt'), os.path.join(out, 'retraining.json')
+        if os.path.isfile(ckpt) and not os.path.isfile(marker):
             return
         self.refuse(out, 'of the reading asked for (its checkpoint would be trained again)')
         done = json.load(open(os.path.join(out, 'done.json')))
@@ -121,9 +123,14 @@ class Lab(Pool):
         argv = [a for a in done['argv'] if a != '--init_from=resume']
         if init_source(argv):
             self.ensure_ckpt(init_source(argv))
-        was = val_curve(out)[-1:]
+        if os.path.isfile(marker):    # the record's last eval, kept before the retrain's log replaced it
+            was, how = [tuple(p) for p in json.load(open(marker))], '--init_from=resume'
+        else:
+            was, how = val_curve(out)[-1:], '--overwrite=True'
+            write_text(marker, json.dumps(was))
         print(f"{out}: a recorded run without its checkpoint, trained again for it", flush=True)
-        self.run_with_progress([PY, *argv, '--overwrite=True'], out)
+        self.run_with_progress([PY, *argv, how], out)
+        os.remove(marker)
         if val_curve(out)[-1:] != was:
             print(f"warning: {out} trained again ends at {val_curve(out)[-1:]}, its record at {was}: what starts "
                   f"from it now starts from other weights than the record's", file=sys.stderr, flush=True)
