@@ -20,7 +20,7 @@ takes the iteration count as a knob; step_logits / step_losses (the logit lens, 
 
 Readings where the paper is vague (how each was found, and the counts: docs/textnca.md):
 - z_bias: the update gate starts with Tallec & Ollivier's chrono bias over the N = K Ts steps, z from
-  1/N to 1/2 across dimensions. Zero biases (z = 1/2) pass 2^-N of h_0 to the head and some seeds
+  1/N to 1/2 across dimensions (z_bias_steps fixes N apart from Ts). Zero biases (z = 1/2) pass 2^-N of h_0 to the head and some seeds
   stall; a uniform -2 keeps h_0 but slows every dimension's learning. The spread does neither.
 - emb_scale: the literal Eq. 1 is emb_scale=1.0. At nanoGPT's 0.02 init it stays at the unigram loss,
   so by default h_0 and the step embeddings are scaled by sqrt(d) (as Vaswani et al. Sec. 3.4).
@@ -88,6 +88,7 @@ class TextNCAConfig:
     readout_block: bool = False       # Hier-Hybrid (App. B): one causal global-attention block before ln_f
     emb_scale: float = None           # h_0 and step embeddings times this; None: sqrt(n_embd); 1.0: Eq. 1 literally
     z_bias: str = 'chrono'            # GRU update-gate bias at init: 'chrono', 'half', 'inv_n' or a number ('0': PyTorch's)
+    z_bias_steps: int = 0             # the N that z_bias's init is for; 0: n_steps (a Ts sweep with it fixed changes Ts alone)
 
     def __post_init__(self):
         if isinstance(self.windows, int):
@@ -112,6 +113,7 @@ class TextNCAConfig:
             (self.n_embd % self.n_head == 0, "n_embd must be a multiple of n_head"),
             (self.z_bias in Z_INITS or is_number(self.z_bias),
              f"z_bias must be a number or one of {'|'.join(Z_INITS)}, got {self.z_bias!r}"),
+            (self.z_bias_steps >= 0, f"z_bias_steps must be >= 0 (0: n_steps), got {self.z_bias_steps}"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -390,7 +392,7 @@ class Gate(nn.Module):
             return
         d, b = cfg.n_embd, cfg.z_bias
         with torch.no_grad():
-            self.W_zr.bias[:d] = Z_INITS[b](cfg.n_steps, d) if b in Z_INITS else float(b)
+            self.W_zr.bias[:d] = Z_INITS[b](cfg.z_bias_steps or cfg.n_steps, d) if b in Z_INITS else float(b)
 
     def forward(self, h, u, want_gates=False):
         gates = {}

@@ -1076,6 +1076,13 @@ def test_textnca_report_reads_every_run_where_it_trained(lab, tmp_path, monkeypa
     assert "staged (2, 8, 32): 0.001 3.386, 0.002 2.693, 0.004 2.000, 0.008 2.693; mean 0.004 2.001, 0.002 2.694 " \
            "-> 0.004" in md
     assert "At their model's rate: reversed (32, 8, 2) 0.004" in md
+    for k in (2, 6, 8):    # the Ts sweep again with the gate's init of the flagship's N: Ts alone changes
+        cfg = json.load(open(os.path.join(by[f'Ts={k}, init N = 12']['dirs'][0], 'config.json')))
+        flagship = json.load(open(os.path.join(by['staged (2, 8, 32)']['dirs'][0], 'config.json')))
+        assert (cfg['Ts'], cfg['z_bias_steps']) == (k, len(flagship['windows']) * flagship['Ts'])
+        assert {x: v for x, v in cfg.items() if x not in ('Ts', 'z_bias_steps', 'out_dir')} == \
+               {x: v for x, v in flagship.items() if x not in ('Ts', 'z_bias_steps', 'out_dir')}
+    assert "The same sweep with the update gate's chrono init fixed" in md and '| Ts=8, init N = 12 |' in md
     assert '| Transformer-6L | ' in md and '| +0.000 +- 0.002 | tie |' in untested(md)     # the second size's pair
     tables.plt.close(fig)
 

@@ -447,6 +447,14 @@ def test_z_bias_sets_the_update_gate_half_of_the_bias():
     z = torch.sigmoid(build(tiny(Ts=4, z_bias='chrono')).cells[0].gate.W_zr.bias[:32])
     assert z.min() >= 1 / 12 - 1e-6 and z.max() <= 0.5 + 1e-6 and z.std() > 0.05
     assert build(tiny(orchestration='interleaved', Ts=4)).config.n_steps == 4
+    # z_bias_steps: the init of N steps at any Ts (the Ts sweep's confound removed), the same draw as at that depth
+    for z in ('chrono', 'inv_n'):
+        torch.manual_seed(0)
+        fixed = build(tiny(Ts=2, z_bias=z, z_bias_steps=12)).cells[1].gate.W_zr.bias
+        torch.manual_seed(0)
+        assert torch.equal(fixed, build(tiny(Ts=4, z_bias=z)).cells[1].gate.W_zr.bias)
+        torch.manual_seed(0)
+        assert not torch.equal(fixed, build(tiny(Ts=2, z_bias=z)).cells[1].gate.W_zr.bias)
 
 
 def kept_fraction(m, idx):

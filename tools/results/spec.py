@@ -34,6 +34,9 @@ PAPERS = {
             'Transformer-6L d96': [CFG + 'textnca/gpt.py'],
             'Transformer-6L d84 (parameter-matched)': [CFG + 'textnca/gpt.py', '--n_embd=84', '--d_ff=336'],
             **{f'Ts={k}': [CFG + 'textnca/textnca.py', f'--Ts={k}'] for k in (2, 6, 8)},
+            # the same sweep with the update gate's chrono init fixed at the flagship's N = 3 x 4 steps: without it the
+            # init's range (z from 1/N to 1/2) moves with Ts, and the sweep changes two things at once
+            **{f'Ts={k}, init N = 12': [CFG + 'textnca/textnca.py', f'--Ts={k}', '--z_bias_steps=12'] for k in (2, 6, 8)},
             'staged, emb_scale 1 (Eq. 1 literally)': [CFG + 'textnca/textnca.py', '--emb_scale=1.0'],
         },
         'sweep': ('staged (2, 8, 32)', 'Ts=1,2,3,4,6'),
@@ -48,7 +51,8 @@ PAPERS = {
                  'Transformer-6L d84 (parameter-matched)': 2e-3},
         'tune_as': {**{name: 'staged (2, 8, 32)' for name in ('reversed (32, 8, 2)', 'uniform (8, 8, 8)',
                                                              'non-monotone (2, 32, 8)', 'Ts=2', 'Ts=6', 'Ts=8',
-                                                             'staged, emb_scale 1 (Eq. 1 literally)')},
+                                                             'Ts=2, init N = 12', 'Ts=6, init N = 12',
+                                                             'Ts=8, init N = 12', 'staged, emb_scale 1 (Eq. 1 literally)')},
                     'SWin-TF-6L (w = 32)': 'SWin-TF-Staged (2, 2, 8, 8, 32, 32)'},
     },
     'parcae': {

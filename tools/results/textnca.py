@@ -22,6 +22,7 @@ def textnca(lab, seeds):
     sweep = lab.evaluate(by[target]['dirs'][0], f'--sweep={knob}')
     schedule = [n for n in spec['runs'] if not n.startswith(('Ts=', 'staged, emb'))]
     ts_rows = ['Ts=2', ref, 'Ts=6', 'Ts=8']
+    fixed_rows = ['Ts=2, init N = 12', ref, 'Ts=6, init N = 12', 'Ts=8, init N = 12']
     small_rows, _ = report_runs(lab, 'textnca-small', spec['small'], seeds)
     fig, (ax1, ax2, ax3, ax4) = plt.subplots(1, 4, figsize=(20, 4))
     for i, name in enumerate(schedule):   # the mean over seeds at each eval
@@ -33,10 +34,12 @@ def textnca(lab, seeds):
     ax1.set(title='val loss (eval set, mean of seeds)', xlabel='iteration', ylabel='nats / char', ylim=(1.7, 3.4))
     ax1.legend(fontsize=7)
     ts = [json.load(open(os.path.join(by[n]['dirs'][0], 'config.json')))['Ts'] for n in ts_rows]
-    for name, t in zip(ts_rows, ts):
-        ax2.plot([t] * len(by[name]['losses']), by[name]['losses'], 'o', color='C0', ms=4)
-    ax2.plot(ts, [by[n]['mean'] for n in ts_rows], '-', color='C0')
+    for i, (names, label) in enumerate(((ts_rows, 'init for N = 3 Ts'), (fixed_rows, 'init for N = 12'))):
+        for name, t in zip(names, ts):
+            ax2.plot([t] * len(by[name]['losses']), by[name]['losses'], 'o', color=f'C{i}', ms=4)
+        ax2.plot(ts, [by[n]['mean'] for n in names], '-', color=f'C{i}', label=label)
     ax2.set(title='trained from scratch at Ts (each seed, mean)', xlabel='Ts', ylabel='val loss (whole stream)')
+    ax2.legend(fontsize=7)
     ax3.plot(sweep['values'], sweep['loss'], 'o-')
     ax3.set(title=f'{target}: inference-time Ts (trained Ts = 4)', xlabel="Ts'", ylabel='val loss (eval set)')
     out = lab.run_dir('textnca', ref, 1337)
@@ -55,6 +58,9 @@ def textnca(lab, seeds):
                 [('textnca', rows), ('textnca-small', small_rows)], ax4)
     md += ['', 'From-scratch Ts sweep (Table 7; windows (2, 8, 32)):', '']
     md += comparison(lab, 'textnca', rows, curves, ref, ts_rows, TEXTNCA_PAPER)
+    md += ['', "The same sweep with the update gate's chrono init fixed at the flagship's N = 12 steps "
+               "(z_bias_steps=12; above, N = 3 Ts, so the init changes with Ts), Ts alone changing:", '']
+    md += comparison(lab, 'textnca', rows, curves, ref, fixed_rows)
     lit = by['staged, emb_scale 1 (Eq. 1 literally)']
     md += ['', f"The literal Eq. 1 (emb_scale 1.0, h_0 at the 0.02 init scale), one seed: {lit['mean']:.3f} against "
                f"{by[ref]['losses'][0]:.3f} for the same seed with h_0 times sqrt(d) (unigram {UNIGRAM}).", '',
