@@ -304,12 +304,23 @@ def dataset_meta(cfg):
         return {}
 
 
-def start_from_release(cfg, given):
-    """init_from=<a release>: the run is a parcae whose config fields the user did not set are the release's,
-    on a dataset encoded with the release's tokenizer.json (the sha256 in its meta.json is the release's)."""
+def release_config(cfg, given):
+    """init_from=<a release>: its model, and its config for every field the user did not set, into cfg.
+    Returns the release as read_checkpoint reads it."""
     src = read_checkpoint(cfg['init_from'])
     if 'model' in given and cfg['model'] != src['model_name']:
         raise ConfigError(f"init_from={cfg['init_from']} holds a '{src['model_name']}' model, not '{cfg['model']}'")
+    cfg['model'] = src['model_name']
+    for k, v in src['model_args'].items():
+        if k not in given:
+            cfg[k] = v
+    return src
+
+
+def start_from_release(cfg, given):
+    """init_from=<a release>: the run is a parcae of the release's config (release_config), on a dataset
+    encoded with the release's tokenizer.json (the sha256 in its meta.json is the release's)."""
+    src = release_config(cfg, given)
     want, meta = src['meta']['tokenizer_sha256'], dataset_meta(cfg)
     if want is None:
         raise ConfigError(f"init_from={cfg['init_from']} is a release of the Parcae authors without a tokenizer.json "
@@ -324,10 +335,6 @@ def start_from_release(cfg, given):
                           f"is encoded with {has}: prepare a text with its tokenizer, python prepare_data.py NAME "
                           f"--input FILE {shlex.quote('--tokenizer=json:' + folder)}, and fine-tune on the folder it "
                           f"writes (--dataset=NAME_json_{want[:8]})")
-    cfg['model'] = src['model_name']
-    for k, v in src['model_args'].items():
-        if k not in given:
-            cfg[k] = v
 
 
 def load_start(model, cfg, ckpt):

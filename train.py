@@ -624,7 +624,10 @@ def split_hint(cfg, world, given, ckpt=None):
 def dry(cfg, given):
     """--dry_run=True: the sizes of this config on one GPU (models.print_sizes), with no data."""
     try:
-        cfg['vocab_size'] = dataset_vocab(cfg, read_meta(cfg))[0]
+        if run_folder.release_model(cfg['init_from']):   # the release's model and vocabulary, not cfg's defaults
+            run_folder.release_config(cfg, given)
+        else:
+            cfg['vocab_size'] = dataset_vocab(cfg, read_meta(cfg))[0]
         world = int(os.environ.get('WORLD_SIZE', 1))
         if split_batch(cfg, world) is None:
             raise ConfigError(split_hint(cfg, world, given))

@@ -340,3 +340,18 @@ def test_a_fine_tune_on_data_of_another_tokenizer_is_one_line(tmp_path, capsys):
         assert e.value.code == 2 and len(err) == 1 and err[0].startswith('error: ') and said in err[0], err
         assert prepare in err[0] or extra
     assert not os.path.exists(tmp_path / 'out' / 'ckpt.pt')
+
+
+def test_a_dry_run_from_a_release_sizes_the_release_s_model(tmp_path, capsys):
+    # --dry_run=True with --init_from=<release> prints the release's parameters, not a default parcae's (no data
+    # read: a dry run needs none); a field given on the command line still wins
+    folder = release_folder(tmp_path)
+    model, _ = run_folder.load_checkpoint(folder)
+    train_script().main([f'--init_from={folder}', '--dry_run=True', f'--data_dir={tmp_path}', '--compile=False'])
+    out = capsys.readouterr().out
+    flops = lambda text: next(line for line in text.splitlines() if line.startswith('flops_per_token'))  # noqa: E731
+    assert 'model: parcae' in out and f'parameters: {model.num_params()}\n' in out
+    assert flops(out) == f"flops_per_token: {model.flops_per_token(model.config.block_size):.0f}"
+    train_script().main([f'--init_from={folder}', '--dry_run=True', f'--data_dir={tmp_path}', '--mean_recurrence=2'])
+    fewer = capsys.readouterr().out
+    assert f'parameters: {model.num_params()}\n' in fewer and flops(fewer) != flops(out)   # the same weights, run less
