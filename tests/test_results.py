@@ -18,7 +18,7 @@ from tools.results import spec as lab_spec
 from tools.results import battery as lab_battery, depth as lab_depth, fon as lab_fon, parcae as lab_parcae
 from tools.results import runner, textnca as lab_textnca
 from tools.results.pool import ROOT
-from tools.results.runner import Lab, Options
+from tools.results.runner import Lab, Options, Unrecorded
 import fon
 import models
 from train import resolve_config
@@ -328,6 +328,13 @@ def test_a_missing_dataset_is_one_line(tmp_path, capsys):
         cli.main(['parcae'], root=str(tmp_path))
     assert e.value.code == 2
     assert capsys.readouterr().err == 'error: no data/synthetic: run python prepare_data.py synthetic first\n'
+    os.makedirs(tmp_path / 'data' / 'hops')     # the depth tables read a test split: its folder without one
+    (tmp_path / 'data' / 'hops' / 'train.bin').write_bytes(b'')
+    with pytest.raises(SystemExit) as e:
+        cli.main(['depth'], root=str(tmp_path))
+    assert e.value.code == 2
+    assert capsys.readouterr().err == ('error: data/hops has no test split, which the tables read: run python '
+                                       'prepare_data.py hops --n_test 1200 (its train and val stay as they are)\n')
 
 
 def test_textnca_controls_and_the_receptive_field_of_the_schedule_runs():
@@ -729,6 +736,35 @@ def test_battery_arms_on_ind_r_and_mem_r_over_seeds():
     assert one == ['| FON OD + holes | 1 | 0.500 | 0.500 | +0.390 |  | one seed | 0.400 | 0.400 | -0.130 |  | one seed |']
 
 
+def test_the_depth_tables_draw_no_verdict_before_every_reported_seed_is_recorded(lab, tmp_path, monkeypatch):
+    # --rebuild where the records hold the rate seed's bracket, two reported seeds of the GPT 3L and one of the
+    # 6L: the runs they hold are listed with their readings, the rest pending, and no verdict is drawn
+    monkeypatch.chdir(tmp_path)
+    lab.opts.rebuild = True
+    best, have = {'GPT 3L': 1e-3, 'GPT 6L': 2e-3}, {('GPT 3L', 1338), ('GPT 3L', 1339), ('GPT 6L', 1338)}
+
+    def run(lab, name, lr, seed):
+        out = str(tmp_path / f'{name}-{lr}-{seed}')
+        made_up_run(lab_spec.PAPERS['depth']['runs'][name], out, 44)
+        if seed == lab_spec.RATE_SEED:
+            return 60.0, 1 + abs(math.log(lr / best[name])), {}, [(None, out)]
+        if (name, seed) not in have:
+            raise Unrecorded(out)
+        return 60.0, 0.5, {f'hop{k}': k / 10 + (seed - 1338) / 100 for k in range(1, 7)}, [(None, out)]
+    monkeypatch.setattr(lab_depth, 'depth_run', run)
+    rows, fig, md = lab_depth.depth(lab, 5)
+    assert [(r['run'], r['seeds']) for r in rows] == [('GPT 3L (lr 0.001)', [1338, 1339]), ('GPT 6L (lr 0.002)', [1338])]
+    assert md.startswith('**Pending: no verdict yet.**') and '| ' not in md and 'Gate' not in md
+    assert 'the records hold 3 of those 10 runs so far' in md
+    assert ("- GPT 3L (lr 0.001; seed 1337's answer loss 0.0005 1.693, 0.001 1.000, 0.002 1.693, 0.004 2.386): "
+            "seed 1338: k = 1 0.100, k = 2 0.200, k = 3 0.300, k = 4 0.400, k = 5 0.500, k = 6 0.600; seed 1339: "
+            "k = 1 0.110, k = 2 0.210, k = 3 0.310, k = 4 0.410, k = 5 0.510, k = 6 0.610; pending: 1340, 1341, 1342") in md
+    assert "- GPT 6L (lr 0.002; " in md and md.endswith('pending: 1339, 1340, 1341, 1342')
+    lab.opts.rebuild = False     # without --rebuild a run the records lack is trained, not left pending
+    with pytest.raises(Unrecorded):
+        lab_depth.depth(lab, 5)
+
+
 @pytest.mark.parametrize('deep_wins', [True, False])
 def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkeypatch, deep_wins):
     # made-up runs (nothing trains): each GPT's answer loss is lowest at its own rate, one of them beyond
@@ -772,6 +808,9 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
     def reading(out, file, *a, sub=None):
         assert 'TextNCA_lr_' not in out
         seed = int(out.rsplit('-s', 1)[1])
+        # the reported seeds only, on the test split (the rate seed's loss chose the rate; nothing chose on test)
+        assert seed != lab_spec.RATE_SEED and '--split=test' in a and (sub == 'test' or sub.startswith('test/'))
+        sub = sub[len('test/'):]
         right = lambda k: 0.9 + 0.01 * (seed - 1337) if ('6L' in out and deep_wins) or battery.lookups(k) <= 2 else 0.15
         if sub:    # a looped model: better with test-time depth, its depth-1 control not
             knob, depth = re.fullmatch(r'([a-z_]+?)_?(\d+)', sub.lower()).groups()
@@ -790,11 +829,16 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
         gate = ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']
         assert [w[:2] for w in written] == [
             ('depth', gate), ('depth', gate + ['Parcae (lr 0.002)', 'Parcae mu=1 (lr 0.002)']),
-            ('depth', gate + [f'{n} (lr 0.002)' for n in ('Parcae', 'Parcae mu=1', 'workspace', 'workspace R=1')])]
+            ('depth', gate + [f'{n} (lr 0.002)' for n in ('Parcae', 'Parcae mu=1', 'TextNCA residual',
+                                                           'TextNCA residual Ts=1')]),
+            ('depth', gate + [f'{n} (lr 0.002)' for n in ('Parcae', 'Parcae mu=1', 'TextNCA residual',
+                                                           'TextNCA residual Ts=1', 'workspace', 'workspace R=1')])]
         assert not written[0][3] and '**Gate: holds**' in written[0][2] and 'still training' in written[0][2]
-        assert '| num_recur |' in written[1][2] and '| rounds |' not in written[1][2]
-        assert 'workspace, workspace R=1, TextNCA, TextNCA Ts=1: still training' in written[1][2]
-        assert '| rounds |' in written[2][2] and 'TextNCA, TextNCA Ts=1: still training' in written[2][2]
+        assert '| num_recur |' in written[1][2] and '| Ts |' not in written[1][2]
+        assert ('TextNCA residual, TextNCA residual Ts=1, workspace, workspace R=1, TextNCA, TextNCA Ts=1: still '
+                'training') in written[1][2]
+        assert '| Ts |' in written[2][2] and '| rounds |' not in written[2][2]
+        assert '| rounds |' in written[3][2] and 'TextNCA, TextNCA Ts=1: still training' in written[3][2]
         assert 'still training' not in md
     else:
         assert written == []    # main() writes the only table
@@ -809,30 +853,30 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
         assert (f"**TextNCA against TextNCA Ts=1: not decidable on this task.** TextNCA ended its one-hop stages "
                 f"(seed 1337, {1 + more} passes) at 3.258 at 0.001, 3.258 at 0.002, 3.258 at 0.004: no better than "
                 f"a uniform guess among the listed letters (1.946)") in md
-        assert '| Ts | TextNCA' not in md
+        assert '| Ts | TextNCA (lr' not in md and '| Ts | TextNCA residual (lr 0.002) |' in md
         s1338 = [out for out, seed, _ in trained if 'TextNCA_Ts_1_lr_0_002' in out and seed == 1338]
         assert s1338[:4] == [lab_depth.stage_dir(lab, 'TextNCA Ts=1', 2e-3, n, 1338, r) for n, r in ((1, 0), (1, 1), (1, 2),
                                                                                               (2, 2))]
         assert re.fullmatch(r'out-results/depth/TextNCA_Ts_1_lr_0_002_\d+-s1338', s1338[-1])    # the task itself
         assert {lr_of(out) for out, seed, _ in trained if 'mu_1' in out} == set(lab_spec.DEPTH_LRS)
         assert '| num_recur | Parcae (lr 0.002) | Parcae mu=1 (lr 0.002) |' in md
-        assert '| 6 | 0.751 +- 0.001 | 0.151 +- 0.001 | +0.600 | holds |' in untested(md)
+        assert '| 6 | 0.752 +- 0.001 | 0.152 +- 0.001 | +0.600 | holds |' in untested(md)
         first = {r['run'].split(' (lr')[0]: r['dirs'][0] for r in rows[2:]}
-        tokens = 6 * 64 * 64 * 3000    # seed 1337 learns each stage at once: 5 stages and the task, 3,000 it. of 64 x 64
-        for model, control in list(lab_spec.PAPERS['depth']['controls'].items())[:2]:
+        tokens = 7 * 64 * 64 * 3000    # seed 1338: 5 stages, stage 2 again and the task, 3,000 it. of 64 x 64
+        for model, control in list(lab_spec.PAPERS['depth']['controls'].items())[:3]:
             line = next(x for x in md.splitlines() if x.startswith('Parameters') and f': {model} ' in x)
             (p, e, f), (pc, ec, fc) = tables.counts(first[model]), tables.counts(first[control])
             assert f": {model} {p:,} / {e:,}, {f / 1e6:.2f}M, {tokens / e:.0f}; {control} {pc:,} / {ec:,}, " \
                    f"{fc / 1e6:.2f}M, {tokens / ec:.0f}." in line
             assert fc < f and abs(ec - e) <= e // 100    # the same model, run once
-        assert untested(md).count('| 1 | 0.251 +- 0.001 | 0.151 +- 0.001 | +0.100 | holds |') == 2
+        assert untested(md).count('| 1 | 0.252 +- 0.001 | 0.152 +- 0.001 | +0.100 | holds |') == 3
         assert len([a for a in fig.axes if a.has_data()]) == 3
     else:
         assert len(rows) == 2 and "The gate does not hold, so the looped models' depth sweeps" in md
         assert len(fig.axes) == 2    # no empty slot for the looped models' curves
     trained = [t for t in trained if any(m in t[0] for m in ('GPT_3L', 'GPT_6L'))]
     rows = rows[:2]
-    assert all(r['seeds'] == [1337, 1338, 1339] and r['mean'] == 1.0 for r in rows)
+    assert all(r['seeds'] == [1338, 1339, 1340] and r['mean'] == 1.0 for r in rows)    # the rate seed's apart
     # each run's stages in order, each from the one before: hop counts up to 1, 2, ..., 5, then the task; a stage
     # whose newest hop is not learned again from its own end, at most STAGE_REPEATS times; the names count the repeats
     runs = {}
@@ -859,9 +903,10 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
             assert lab_spec.CFG + 'depth/stage.py' in args     # every stage, the task too, as long as the first
             assert f'--dataset=hops{n if n <= len(battery.UP_TO) else ""}' in args
     assert lab_depth.stage_dir(lab, 'GPT 6L', 5e-4, 2, 1338, 1).endswith('GPT_6L_lr_0_0005_up_to_2_hops_1-s1338')
-    assert len(runs) == 5 + 2 + 3 + 2    # grids, then the other seeds at each best rate
-    assert f"N = 1 {math.log(7) / 2 - 1e-3:.3f}, N = 2 {math.log(7) / 4 - 1e-3:.3f}, N = 3" in md
-    assert f'Stages repeated, per seed: GPT 3L {4 * more}, {4 * more}, {4 * more}; GPT 6L 0, 1, 0.' in md
+    assert len(runs) == 5 + 3 + 3 + 3    # grids on the rate seed, then the reported seeds at each best rate
+    assert (f"N = 1 {math.log(7) / 2 - 1e-3:.3f}, N = 2 {math.log(7) / 4 + 1e-3:.3f} then "
+            f"{math.log(7) / 4 - 1e-3:.3f}, N = 3") in md    # the first reported seed's, 1338: stage 2 repeated
+    assert f'Stages repeated, per seed: GPT 3L {4 * more}, {4 * more}, {4 * more}; GPT 6L 1, 0, 0.' in md
     d, vocab = 64, 44
     block = 12 * d * d + 13 * d    # attention 4 d^2, MLP 8 d^2; biases and LayerNorms 13 d
     size = {n: (n * block + 2 * d + 2 * vocab * d, n * block + 2 * d) for n in (3, 6)}    # the tied matrix twice
@@ -870,8 +915,8 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
     table = [line for line in untested(md).split('**Gate')[0].splitlines() if line.startswith('| ') and line[2].isdigit()]
     assert len(table) == len(battery.HOPS)
     if deep_wins:
-        assert table[2].startswith('| 3 | 3 | 0.143 | 0.150 +- 0.000 | 0.910 +- 0.010 | +0.760 | holds |')
-        assert table[5] == '| 6 | 2 | 0.143 | 0.910 +- 0.010 | 0.910 +- 0.010 | +0.000 | tie |'    # two lookups back
+        assert table[2].startswith('| 3 | 3 | 0.143 | 0.150 +- 0.000 | 0.920 +- 0.010 | +0.770 | holds |')
+        assert table[5] == '| 6 | 2 | 0.143 | 0.920 +- 0.010 | 0.920 +- 0.010 | +0.000 | tie |'    # two lookups back
         assert ("**Gate: holds** (GPT 6L ahead, the verdict 'holds': by more than two sd, Welch p < 0.05 and the "
                 'bootstrap interval above 0, at 3 of the 3 hop counts that need three lookups '
                 'or more)') in md
@@ -891,7 +936,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
     monkeypatch.setattr(lab_depth, 'depth_tune', tune)
     with pytest.raises(subprocess.CalledProcessError):
         lab_depth.depth(lab, 3)
-    assert waited == [True] * 5
+    assert waited == [True] * (len(lab_spec.PAPERS['depth']['looped']) - 1)
     # the last one fails (run_jobs stops the rest): the failure is reported, not the stop it caused in the first
     last, waited = list(lab_spec.PAPERS['depth']['looped'])[-1], []
 
@@ -907,7 +952,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
     lab.stopping.clear()
     with pytest.raises(subprocess.CalledProcessError):
         lab_depth.depth(lab, 3)
-    assert waited == [True] * 5
+    assert waited == [True] * (len(lab_spec.PAPERS['depth']['looped']) - 1)
 
 
 def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_model_s(lab, tmp_path, monkeypatch):

@@ -56,6 +56,9 @@ def check_data(paper, root=ROOT):
         if not os.path.isfile(os.path.join(root, 'data', dataset, 'train.bin')):
             fail(f"no data/{dataset}: run python prepare_data.py {prepare} first"
                  + ('' if dataset in DATASETS else ' (offline: add --input path/to/input.txt)'))
+        if '--n_test' in prepare and not os.path.isfile(os.path.join(root, 'data', dataset, 'test.bin')):
+            fail(f"data/{dataset} has no test split, which the tables read: run python prepare_data.py {prepare} "
+                 "(its train and val stay as they are)")
 
 
 def run(paper, seeds, lab):

@@ -6,8 +6,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from battery import UP_TO
-from tools.results.runner import val_curve
-from tools.results.spec import DEPTH_LRS, HOP_N, PAPERS, STAGE_REPEATS, seed_list
+from tools.results.runner import Unrecorded, val_curve
+from tools.results.spec import DEPTH_LRS, HOP_N, PAPERS, RATE_SEED, STAGE_REPEATS
 from tools.results.stats import TESTS_HEAD, bracket, mean_sd, tests_cell, verdict
 from tools.results.tables import counts, plt, tokens_seen, write
 
@@ -19,26 +19,33 @@ def depth(lab, seeds):
     """The depth gate: on battery.py's hops (the answer k pointer lookups away, the loss on the answer
     only; each run after a curriculum, hop counts 1 ... N for N = 1 ... 5, a stage repeated while its
     newest hop is not learned), a GPT 3L and a GPT 6L, each at its own best rate (bracket() over
-    DEPTH_LRS on seed 1337, by the answer loss on the whole val stream), then over seeds at that rate;
-    exact match of greedy generation after the prompt on HOP_N val examples per k. The gate holds where
+    DEPTH_LRS on RATE_SEED alone, by the answer loss on the whole val stream), then over the seeds after it at
+    that rate; exact match of greedy generation after the prompt on HOP_N test examples per k (the test split,
+    which no rate, repeat or stop reads). The gate holds where
     the 6-layer GPT's lead 'holds' (stats.verdict) at every k that needs three lookups or more (battery.lookups:
     k = 3, 4, 5; k = 6 is two lookups back around the cycle): only then can this task show what depth buys a looped
     model (Parcae's num_recur, the workspace's rounds, TextNCA's Ts against their fixed-depth controls);
     results/depth.md holds the gate's table as soon as it is decided, then each looped model's against its
     control as that pair is decided (the runs train side by side, slot() giving the first pair's first).
 
-        for d in hops hops1 hops2 hops3 hops4 hops5; do python prepare_data.py $d; done
-        python -m tools.results depth"""
+        python prepare_data.py hops --n_test 1200; for n in 1 2 3 4 5; do python prepare_data.py hops$n; done
+        python -m tools.results depth
+
+    Under --rebuild, runs the records lack yet leave the tables pending: depth_progress_md() lists what is
+    recorded and what is not, and no verdict is drawn from fewer seeds than asked."""
     spec, done = PAPERS['depth'], {}
-    ss = seed_list(spec, None, seeds)
+    ss = list(range(RATE_SEED + 1, RATE_SEED + 1 + seeds))
     with ThreadPoolExecutor(len(spec['runs'])) as pool:
         tuned = {name: pool.submit(depth_tune, lab, name, done, ss) for name in spec['runs']}
         try:
             grids, best = ({name: f.result()[i] for name, f in tuned.items()} for i in (0, 1))
         except BaseException as e:
             raise lab.failure(tuned.values(), e)
+    if pending(spec['runs'], best, ss, done):
+        return depth_progress(lab, grids, best, ss, done)
     rows, acc = depth_rows(lab, spec['runs'], best, ss, done)
-    md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']})
+    md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']},
+                         ss[0])
     sweeps = holds or looped_recorded(lab)
     fig = depth_figure(acc, grids, best, sweeps)
     if not sweeps:
@@ -61,6 +68,8 @@ def depth(lab, seeds):
                 l_grids, l_best = ({name: tuned[name].result()[j] for name in names} for j in (0, 1))
             except BaseException as e:    # a run failed: the others stop now, not after their hours of training
                 raise lab.failure(tuned.values(), e)
+            if pending(names, l_best, ss, done):
+                return depth_progress(lab, {**grids, **l_grids}, {**best, **l_best}, ss, done, md)
             unread = [n for n in names if l_best[n] is None]
             read = [n for n in names if l_best[n] is not None]
             l_rows, l_acc = depth_rows(lab, read, l_best, ss, done)
@@ -75,6 +84,43 @@ def depth(lab, seeds):
     return rows + l_rows, fig, '\n'.join(md + ['', *l_md])
 
 
+def pending(names, best, ss, done):
+    """The (run, seed)s of names that the records lack (only under --rebuild): RATE_SEED's where the rate is not
+    chosen yet, else the reported seeds' not recorded."""
+    return [(n, s) for n in names for s in ([RATE_SEED] if best[n] == PENDING else ss if best[n] else [])
+            if best[n] == PENDING or done[(n, best[n], s)] is None]
+
+
+def depth_progress(lab, grids, best, ss, done, md=()):
+    """The tables while the records lack runs (--rebuild before every run is trained): what each run has
+    recorded, and no verdict. md: the gate's section, where it is decided. Returns depth()'s triple."""
+    rows, lines, names = [], [], [n for n in grids if best[n] is not None]
+    for name in names:
+        if best[name] == PENDING:
+            lines.append(f"- {name}: rate not chosen yet (seed {RATE_SEED}'s answer loss so far: " +
+                         (', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) or 'none') + ')')
+            continue
+        have = [s for s in ss if done[(name, best[name], s)] is not None]
+        if have:
+            rows += depth_rows(lab, [name], best, have, done)[0]
+        knob = PAPERS['depth']['knob'].get(name)
+        read = (lambda r: ', '.join(f"{knob} {v} {deep_hops(r[v]):.3f}" for v in r)) if knob else \
+            (lambda r: ', '.join(f"k = {t[3:]} {x:.3f}" for t, x in r.items()))
+        rest = ', '.join(str(s) for s in ss if s not in have)
+        grid = ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items())
+        lines.append(f"- {name} (lr {best[name]:g}; seed {RATE_SEED}'s answer loss {grid}): " + '; '.join(
+            [f"seed {s}: {read(done[(name, best[name], s)][2])}" for s in have] + ([f"pending: {rest}"] if rest else [])))
+    have = sum(best[n] != PENDING and done[(n, best[n], s)] is not None for n in names for s in ss)
+    md = [*md, *([''] if md else []), f"**Pending: no verdict yet.** The verdicts read {len(ss)} seeds a side ({ss[0]} ... {ss[-1]}) on "
+          f"the test split; the records hold {have} of those {len(ss) * len(names)} runs so far (exact match per k for the gate's GPTs, at three lookups or more per test-time depth "
+          "for the looped models), and `python -m tools.results depth` trains the rest:", '', *lines]
+    fig = plt.figure(figsize=(5.7, 4))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.barh(names, [0 if best[n] == PENDING else sum(done[(n, best[n], s)] is not None for s in ss) for n in names])
+    ax.set(title='reported seeds recorded', xlabel='seeds', xlim=(0, len(ss)))
+    return rows, fig, '\n'.join(md)
+
+
 def looped_recorded(lab):
     """Whether the records hold a run of the looped models (their sweeps trained once already)."""
     slugs = [os.path.basename(lab.run_dir('depth', name, 0))[:-len('-s0')] + '_lr_'
@@ -82,20 +128,36 @@ def looped_recorded(lab):
     return any(run.split('/', 1)[1].startswith(slug) for run in lab.records.load('depth') for slug in slugs)
 
 
+class Pending(Exception):
+    """Under --rebuild, a rate-seed run the records lack: the run's rate is not known yet."""
+
+
+PENDING = 'pending'
+
+
 def depth_tune(lab, name, done, ss):
-    """One run's rate, bracket() over DEPTH_LRS on seed 1337 by the answer loss, then its seeds ss at that
+    """One run's rate, bracket() over DEPTH_LRS on RATE_SEED by the answer loss, then its seeds ss at that
     rate: ({lr: loss}, the rate). A model that reads no listing at any rate of DEPTH_LRS has no rate to
-    find: ({lr: its one-hop loss}, None), no wider grid, no more seeds."""
+    find: ({lr: its one-hop loss}, None), no wider grid, no more seeds. Under --rebuild, a bracket the
+    records do not finish: ({lr: loss} recorded, PENDING)."""
+    def got(lr):
+        if done[(name, lr, RATE_SEED)] is None:
+            raise Pending
+        return done[(name, lr, RATE_SEED)]
+
     def loss(lr):
-        depth_train(lab, [(name, lr, 1337)], done)
-        return done[(name, lr, 1337)][1] if done[(name, lr, 1337)][2] is not None else math.inf
+        depth_train(lab, [(name, lr, RATE_SEED)], done)
+        return got(lr)[1] if got(lr)[2] is not None else math.inf
     with lab.live(depth_rank(name)):
-        depth_train(lab, [(name, lr, 1337) for lr in DEPTH_LRS], done)
-        if all(done[(name, lr, 1337)][2] is None for lr in DEPTH_LRS):
-            return {lr: done[(name, lr, 1337)][1] for lr in DEPTH_LRS}, None
-        lrs, best = bracket(DEPTH_LRS, loss)
+        try:
+            depth_train(lab, [(name, lr, RATE_SEED) for lr in DEPTH_LRS], done)
+            if all(got(lr)[2] is None for lr in DEPTH_LRS):
+                return {lr: got(lr)[1] for lr in DEPTH_LRS}, None
+            lrs, best = bracket(DEPTH_LRS, loss)
+        except Pending:
+            return {lr: done[j][1] for j in sorted(done) if j[0] == name and j[2] == RATE_SEED and done[j]}, PENDING
         depth_train(lab, [(name, best, s) for s in ss], done)
-    return {lr: done[(name, lr, 1337)][1] for lr in lrs}, best
+    return {lr: got(lr)[1] for lr in lrs}, best
 
 
 def depth_rows(lab, runs, best, ss, done):
@@ -128,7 +190,12 @@ def depth_train(lab, jobs, done):
     def run(job):
         name, lr, seed = job
         with lab.slot((depth_rank(name), seed, lr)):
-            return depth_run(lab, name, lr, seed)
+            try:
+                return depth_run(lab, name, lr, seed)
+            except Unrecorded:
+                if lab.opts.rebuild:    # pending: the tables say so
+                    return None
+                raise
     lab.run_jobs(run, jobs, done, threads=max(1, len(jobs)))
 
 
@@ -156,10 +223,10 @@ def listing_unread(out):
 def depth_run(lab, name, lr, seed):
     """One run of the depth task (a GPT of the gate or a looped model) at one rate and seed, after its
     curriculum (each stage from the one before's weights, repeated while its newest hop is not learned):
-    (seconds, answer loss on the val stream, {task: exact match} or a looped model's per test-time depth
-    {depth: {task: exact match}}, [(n, folder)] of every stage trained, the task's last with n None). A run
-    of seed 1337 whose one-hop stages leave the listing unread stops there: (seconds, their last answer loss,
-    None, stages)."""
+    (seconds, answer loss on the val stream, {task: exact match on the test split} or a looped model's per
+    test-time depth {depth: {task: exact match}}, [(n, folder)] of every stage trained, the task's last with n
+    None). RATE_SEED's run reads no exact match ({}: only its loss chooses the rate); where its one-hop stages
+    leave the listing unread it stops there: (seconds, their last answer loss, None, stages)."""
     spec, rate = PAPERS['depth'], [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}']
     args = {**spec['runs'], **spec['looped']}[name]
     secs, start, r, stages = 0, [], 0, []
@@ -171,33 +238,39 @@ def depth_run(lab, name, lr, seed):
             if again == STAGE_REPEATS or stage_learned(stage, n):
                 break
             r += 1
-        if n == 1 and seed == 1337 and listing_unread(stage):   # the seed that picks the rate; the others' tables
-                                                                 # need the task read at a rate where 1337 read it
+        if n == 1 and seed == RATE_SEED and listing_unread(stage):   # the reported seeds' tables need the task
+                                                                      # read at a rate where RATE_SEED read it
             return secs, val_curve(stage)[-1][1], None, stages
     out = stage_dir(lab, name, lr, None, seed, r)    # the task (hop counts 1 ... 6): one more stage
     secs += lab.train(args + spec['stage'] + rate + ['--dataset=hops'] + start, out, seed)
 
-    def hops(*knob, sub=None):
-        tasks = lab.eval_json(out, 'battery.json', '--battery=True', f'--battery_n={HOP_N}', *knob, sub=sub)['tasks']
+    if seed == RATE_SEED:
+        return secs, lab.evaluate(out, '--stream=True')['loss'], {}, stages + [(None, out)]
+
+    def hops(*knob, sub=''):
+        tasks = lab.eval_json(out, 'battery.json', '--battery=True', '--split=test', f'--battery_n={HOP_N}', *knob,
+                              sub=f'test/{sub}'.rstrip('/'))['tasks']
         return {t: r['generate'] for t, r in tasks.items()}
     knob = spec['knob'].get(name)
     acc = {v: hops(f'--{knob}={v}', sub=f'{knob}{v}') for v in spec['sweep']} if knob else hops()
+    # after the exact match: a reading newer than the checkpoint is kept, so both read the same weights
     return secs, lab.evaluate(out, '--stream=True')['loss'], acc, stages + [(None, out)]
 
 
-def depth_md(acc, grids, best, stages):
+def depth_md(acc, grids, best, stages, seed):
     """The rate brackets, the exact match per hop count with the verdicts, and the gate. stages: {GPT:
-    [depth_run()'s stages per seed]}."""
+    [depth_run()'s stages per seed]}, the first seed's being seed."""
     from battery import CHANCE, lookups
     shallow, deep = PAPERS['depth']['runs']
     dirs = [d for _, d in stages[deep][0]]
     *curriculum, out = stages[deep][0]
     size = {name: counts(runs[0][-1][1]) for name, runs in stages.items()}
-    md = ["Each GPT's rate: the lowest answer loss of seed 1337 over " + '; '.join(
+    md = [f"Each GPT's rate: the lowest answer loss of seed {RATE_SEED} (trained for that alone, not reported) over " +
+          '; '.join(
               f"{name} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) for name in grids) +
           ". Parameters (paper convention / non-embedding) and FLOPs per token: " + '; '.join(
               f"{name} {p:,} / {e:,}, {f / 1e6:.2f}M" for name, (p, e, f) in size.items()) +
-          f". The {deep} at its rate, seed 1337: {tokens_seen(out[1]):,} tokens seen on the task after "
+          f". The {deep} at its rate, seed {seed}: {tokens_seen(out[1]):,} tokens seen on the task after "
           f"{sum(tokens_seen(d) for _, d in curriculum):,} on its curriculum ({sum(map(tokens_seen, dirs)) / size[deep][1]:.0f} "
           f"per non-embedding parameter), 8 answers in every window (one listing a window; the first answer "
           f"scored); the answer loss at the end of each stage (hop counts 1 ... N, a stage repeated from its own end "
@@ -222,7 +295,8 @@ def depth_md(acc, grids, best, stages):
                      f"'holds': by more than two sd, Welch p < 0.05 and the bootstrap interval above 0, at "
                      f"{sum(gate)} of the {len(gate)} hop counts that need three lookups or more). Lookups: the fewest "
                      f"pointer lookups that answer k, min(k, 8 - k), since k steps along the 8-cycle are 8 - k back. "
-                     f"Exact match: greedy generation after the prompt equals the answer, {HOP_N} val examples per k, "
+                     f"Exact match: greedy generation after the prompt equals the answer, {HOP_N} test examples per k "
+                     f"(a split that no rate, repeat or stop reads), "
                      f"mean +- sd over seeds."], all(gate)
 
 
@@ -245,7 +319,8 @@ def depth_looped_md(acc, grids, rows, gpt, stages):
     def size(name):
         p, e, f = counts(first[name])
         return f"{name} {p:,} / {e:,}, {f / 1e6:.2f}M, {sum(tokens_seen(d) for _, d in stages[name]) / e:.0f}"
-    md = ["The looped models on the task, through the same curriculum, each at its own rate (seed 1337's answer loss: " +
+    md = [f"The looped models on the task, through the same curriculum, each at its own rate (seed {RATE_SEED}'s answer loss, "
+          "trained for that alone: " +
           '; '.join(f"{n} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in g.items()) for n, g in grids.items()) +
           "), seeds " + ', '.join(map(str, ss)) + ". Exact match at three lookups or more (each "
           "seed's mean over k = 3, 4, 5, then mean +- sd over seeds) against the depth run at test time; the GPTs: " +
@@ -272,7 +347,7 @@ def depth_unread_md(unread, grids):
         names = [n for n in (model, control) if n in unread]
         if names:
             md += [f"**{model} against {control}: not decidable on this task.** " + '; '.join(
-                f"{n} ended its one-hop stages (seed 1337, {STAGE_REPEATS + 1} passes) at " +
+                f"{n} ended its one-hop stages (seed {RATE_SEED}, {STAGE_REPEATS + 1} passes) at " +
                 ', '.join(f'{v:.3f} at {lr:g}' for lr, v in grids[n].items()) for n in names) +
                 f": no better than a uniform guess among the listed letters ({-math.log(CHANCE['hop1of1']):.3f}), "
                 "so the listing that every hop looks up was never read, and the curriculum stopped there.", '']
@@ -310,7 +385,7 @@ def depth_figure(acc, grids, best, sweeps):
     ax1.plot(ks, [CHANCE[t] for t in acc[deep]], 'k:', label='chance')
     ax1.set(title='exact match against hops (mean +- sd over seeds)', xlabel='k (pointer lookups)',
             ylabel='exact match', ylim=(0, 1.05))
-    ax2.set(title='rate bracket (seed 1337)', xlabel='learning rate', ylabel='answer loss (val stream)', xscale='log')
+    ax2.set(title=f'rate bracket (seed {RATE_SEED})', xlabel='learning rate', ylabel='answer loss (val stream)', xscale='log')
     ax1.legend(fontsize=8)
     ax2.legend(fontsize=8)
     return fig

@@ -161,11 +161,12 @@ PAPERS = {
         'claim': 'the gate of every depth claim (Parcae\'s test-time depth, the workspace\'s rounds, TextNCA\'s Ts): '
                  'on a task whose answer is k sequential lookups away, a 6-layer GPT beats a 3-layer one where three or '
                  'more lookups are needed (k = 3, 4, 5 on the 8-cycle)',
-        'seeds': 3,
+        'seeds': 5,    # reported, RATE_SEED's apart: at three a side the two-sd rule sits near Welch p 0.06
         'data': "battery.py's hops (hop1 ... hop6: a random 8-cycle of letters listed as pairs, the answer k steps "
                 "along it; eight queries a listing, each its own letter and k, loss on the answers only, the first "
                 "answer scored)",
-        'datasets': [('hops', 'hops')] + [(f'hops{n}', f'hops{n}') for n in UP_TO],
+        # the task with a test split (no example in train or val) that every verdict reads and no choice does
+        'datasets': [('hops', f'hops --n_test {6 * 200}')] + [(f'hops{n}', f'hops{n}') for n in UP_TO],
         'metric': 'answer loss',
         'runs': {'GPT 3L': [CFG + 'depth/gpt_3l.py'], 'GPT 6L': [CFG + 'depth/gpt_6l.py']},
         'stage': [CFG + 'depth/stage.py'],     # the curriculum: hop counts 1 ... N for N = 1 ... 5, then the task
@@ -174,15 +175,19 @@ PAPERS = {
         'looped': {'Parcae': [CFG + 'depth/parcae.py'],
                    'Parcae mu=1': [CFG + 'depth/parcae.py', '--mean_recurrence=1', '--mean_backprop_depth=1',
                                    '--depth_sampling=fixed'],
+                   # Table 5's residual gate: the GRU's state saturated under the answer-only loss (ln 26 at one hop)
+                   'TextNCA residual': [CFG + 'depth/textnca_residual.py'],
+                   'TextNCA residual Ts=1': [CFG + 'depth/textnca_residual.py', '--Ts=1'],
                    'workspace': [CFG + 'depth/workspace.py'],
                    'workspace R=1': [CFG + 'depth/workspace.py', '--n_rounds=1'],
                    'TextNCA': [CFG + 'depth/textnca.py'],
                    'TextNCA Ts=1': [CFG + 'depth/textnca.py', '--Ts=1']},
         # each control's rate bracketed as its model's: Parcae at 4e-3 did not learn one hop in three passes, so a
         # control at a rate picked for its model could lose to the rate, not to the depth
-        'controls': {'Parcae': 'Parcae mu=1', 'workspace': 'workspace R=1', 'TextNCA': 'TextNCA Ts=1'},
+        'controls': {'Parcae': 'Parcae mu=1', 'TextNCA residual': 'TextNCA residual Ts=1', 'workspace': 'workspace R=1',
+                     'TextNCA': 'TextNCA Ts=1'},
         'knob': {'Parcae': 'num_recur', 'Parcae mu=1': 'num_recur', 'workspace': 'rounds', 'workspace R=1': 'rounds',
-                 'TextNCA': 'Ts', 'TextNCA Ts=1': 'Ts'},
+                 'TextNCA': 'Ts', 'TextNCA Ts=1': 'Ts', 'TextNCA residual': 'Ts', 'TextNCA residual Ts=1': 'Ts'},
         'sweep': (1, 2, 3, 4, 6, 8),
     },
     'battery': {
@@ -213,10 +218,10 @@ PAPERS = {
 
 
 # the depth gate's: each GPT's grid, widened by bracket() until its best lies inside (from one-hop weights 3e-3
-# learned the second hop, 1e-3 not in 5,000 iterations), the val examples read per hop count (the split holds
-# 1,000 each)
+# learned the second hop, 1e-3 not in 5,000 iterations)
 DEPTH_LRS = (1e-3, 2e-3, 4e-3)
-HOP_N = 200
+RATE_SEED = 1337    # each depth rate is chosen on this seed alone; the reported seeds are the next 'seeds' ones
+HOP_N = 200         # test examples read per hop count
 STAGE_REPEATS = 2    # a stage that has not learned its newest hop is trained again from its own end, at most this
                      # often: the GPT 6L sat a whole stage at one hop, then learned the rest a stage later (seed 1338)
                      # or never (seed 1339), so one stage's length decided a seed's verdict

@@ -136,12 +136,13 @@ def write(lab, paper, rows, fig, extra, seeds):
     replace_with(png, save_png)
     lines = [f"# {paper}: {PAPERS[paper]['claim']}", '',
              f"{PAPERS[paper].get('data', 'Tiny Shakespeare characters')}, whole validation stream (tools/eval.py "
-             f"--stream=True), seeds {', '.join(map(str, rows[0].get('seeds', [])))} (the per-seed column lists each run's, in "
-             f"that order). Command: "
+             f"--stream=True), seeds {', '.join(map(str, rows[0].get('seeds', []))) if rows else 'none recorded yet'} (the per-seed "
+             f"column lists each run's, in that order). Command: "
              f"`python -m tools.results {paper}`; each run's record (config, command, readings, val curve): "
-             f"results/runs/{paper}.jsonl.", '',
-             f"| run | model | {PAPERS[paper].get('metric', 'val loss')} (mean +- sd) | per seed | train wall time |",
-             '|---|---|---|---|---|']
+             f"results/runs/{paper}.jsonl.", '']
+    if rows:
+        lines += [f"| run | model | {PAPERS[paper].get('metric', 'val loss')} (mean +- sd) | per seed | train wall time |",
+                  '|---|---|---|---|---|']
     for r in rows:
         sd = '' if math.isnan(r['sd']) else f" +- {r['sd']:.3f}"
         lines.append(f"| {r['run']} | {r['model']} | {r['mean']:.3f}{sd} | "
