@@ -740,7 +740,7 @@ def test_the_depth_tables_draw_no_verdict_before_every_reported_seed_is_recorded
     # --rebuild where the records hold the rate seed's bracket, two reported seeds of the GPT 3L and one of the
     # 6L: the runs they hold are listed with their readings, the rest pending, and no verdict is drawn
     monkeypatch.chdir(tmp_path)
-    lab.opts.rebuild = True
+    lab.opts.rebuild, lab.opts.results = True, str(tmp_path / 'results')    # the gate's table, once decided
     best, have = {'GPT 3L': 1e-3, 'GPT 6L': 2e-3}, {('GPT 3L', 1338), ('GPT 3L', 1339), ('GPT 6L', 1338)}
 
     def run(lab, name, lr, seed):
@@ -750,7 +750,8 @@ def test_the_depth_tables_draw_no_verdict_before_every_reported_seed_is_recorded
             return 60.0, 1 + abs(math.log(lr / best[name])), {}, [(None, out)]
         if (name, seed) not in have:
             raise Unrecorded(out)
-        return 60.0, 0.5, {f'hop{k}': k / 10 + (seed - 1338) / 100 for k in range(1, 7)}, [(None, out)]
+        right = (lambda k: 0.9) if name == 'GPT 6L' else (lambda k: k / 10)
+        return 60.0, 0.5, {f'hop{k}': right(k) + (seed - 1338) / 100 for k in range(1, 7)}, [(None, out)]
     monkeypatch.setattr(lab_depth, 'depth_run', run)
     rows, fig, md = lab_depth.depth(lab, 5)
     assert [(r['run'], r['seeds']) for r in rows] == [('GPT 3L (lr 0.001)', [1338, 1339]), ('GPT 6L (lr 0.002)', [1338])]
@@ -760,6 +761,17 @@ def test_the_depth_tables_draw_no_verdict_before_every_reported_seed_is_recorded
             "seed 1338: k = 1 0.100, k = 2 0.200, k = 3 0.300, k = 4 0.400, k = 5 0.500, k = 6 0.600; seed 1339: "
             "k = 1 0.110, k = 2 0.210, k = 3 0.310, k = 4 0.410, k = 5 0.510, k = 6 0.610; pending: 1340, 1341, 1342") in md
     assert "- GPT 6L (lr 0.002; " in md and md.endswith('pending: 1339, 1340, 1341, 1342')
+    # the gate recorded whole, no looped run yet: the gate's table and verdict, then what the looped pairs lack
+    have |= {(name, seed) for name in best for seed in range(1338, 1343)}
+    lab.opts.rebuild = True
+    lab.stopping.clear()    # the failure above stopped the lab
+    monkeypatch.setattr(lab_depth, 'depth_run', lambda lab, name, *a: run(lab, name, *a) if name in best else
+                        (_ for _ in ()).throw(Unrecorded(name)))
+    rows, fig, md = lab_depth.depth(lab, 5)
+    assert [r['run'] for r in rows] == ['GPT 3L (lr 0.001)', 'GPT 6L (lr 0.002)'] and '**Gate: holds**' in md
+    assert md.split('**Gate')[1].count('**Pending: no verdict yet.**') == 1 and 'hold 0 of those 40 runs' in md
+    assert md.endswith('\n'.join(f"- {n}: rate not chosen yet (seed 1337's answer loss so far: none)"
+                                 for n in lab_spec.PAPERS['depth']['looped']))
     lab.opts.rebuild = False     # without --rebuild a run the records lack is trained, not left pending
     with pytest.raises(Unrecorded):
         lab_depth.depth(lab, 5)

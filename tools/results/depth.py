@@ -62,14 +62,17 @@ def depth(lab, seeds):
     pairs = list(spec['controls'].items())
     with ThreadPoolExecutor(len(spec['looped'])) as pool:    # all side by side, slot() training the first pair's first
         tuned = {name: pool.submit(depth_tune, lab, name, done, ss) for name in spec['looped']}
+        l_rows, l_md = [], []
         for i in range(1, len(pairs) + 1):    # each pair's table as soon as it is decided
             names = [name for pair in pairs[:i] for name in pair]
             try:
                 l_grids, l_best = ({name: tuned[name].result()[j] for name in names} for j in (0, 1))
             except BaseException as e:    # a run failed: the others stop now, not after their hours of training
                 raise lab.failure(tuned.values(), e)
-            if pending(names, l_best, ss, done):
-                return depth_progress(lab, {**grids, **l_grids}, {**best, **l_best}, ss, done, md)
+            if pending(names, l_best, ss, done):    # under --rebuild: the pairs decided, then what the others lack
+                rest = {n: tuned[n].result() for pair in pairs[i - 1:] for n in pair}
+                return depth_progress(lab, {n: g for n, (g, _) in rest.items()}, {n: b for n, (_, b) in rest.items()},
+                                      ss, done, md + ['', *l_md], rows + l_rows)
             unread = [n for n in names if l_best[n] is None]
             read = [n for n in names if l_best[n] is not None]
             l_rows, l_acc = depth_rows(lab, read, l_best, ss, done)
@@ -91,10 +94,10 @@ def pending(names, best, ss, done):
             if best[n] == PENDING or done[(n, best[n], s)] is None]
 
 
-def depth_progress(lab, grids, best, ss, done, md=()):
-    """The tables while the records lack runs (--rebuild before every run is trained): what each run has
-    recorded, and no verdict. md: the gate's section, where it is decided. Returns depth()'s triple."""
-    rows, lines, names = [], [], [n for n in grids if best[n] is not None]
+def depth_progress(lab, grids, best, ss, done, md=(), rows=()):
+    """The tables while the records lack runs (--rebuild before every run is trained): what each run of grids
+    has recorded, and no verdict. md, rows: the sections and rows decided before them. Returns depth()'s triple."""
+    rows, lines, names = list(rows), [], [n for n in grids if best[n] is not None]
     for name in names:
         if best[name] == PENDING:
             lines.append(f"- {name}: rate not chosen yet (seed {RATE_SEED}'s answer loss so far: " +
