@@ -20,11 +20,11 @@ tables) and results/<paper>.png (the curves).
                                         # arms, three seeds (~4 CPU-hours more: 2.6 training, 1.5 reading)
     python -m tools.results battery     # ~45 min: Table 8 with a BERT-style encoder, far future tasks, Table 5's
                                         # arms on ind_r and mem_r, three seeds
-    python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, rates bracketed (a run
-                                        # 62-91 min 3L, 63-156 min 6L with its repeated stages: ~19 CPU-hours);
-                                        # once it holds, the looped models' depth sweeps (Parcae's pair 18
-                                        # CPU-hours, the workspace's 13; TextNCA's, which never
-                                        # reads the listing, stops after its one-hop stages: 2.4)
+    python -m tools.results depth       # the depth gate: GPT 3L vs 6L on the hops task, each rate bracketed on
+                                        # seed 1337, then five reported seeds read on a test split (a run 20-75
+                                        # min 3L, 80-150 min 6L); then the looped models' pairs (Parcae's,
+                                        # TextNCA's with the residual gate, the workspace's; TextNCA's GRU pair
+                                        # stops after its one-hop stages): ~55 CPU-hours in all
 
 --seeds=N overrides a paper's seed count, --iters=N its iterations (for a quick look, not the table).
 Two runs train at once, one thread each (--jobs=N: N at once, one a core); the wall times in the tables
@@ -35,6 +35,7 @@ Every finished run appends its record to results/runs/<paper>.jsonl (one JSON li
 eval readings and val curve; no checkpoint), committed with the tables: in a fresh clone the command
 rebuilds each table from the records and trains only the runs they lack (a run whose checkpoint another
 needs is trained again from its record's arguments, to the same weights at one thread). --rebuild makes
-the tables from the records alone (no data, no training; a run without a record is an error). --fresh
+the tables from the records alone (no data, no training; a run without a record is an error; the depth
+tables list what is recorded and leave the rest pending). --fresh
 ignores the records and trains every run out-results/ lacks; delete a run's lines to train it again.
 """
