@@ -118,7 +118,8 @@ def check_dataset(cfg, given):
 
 
 def no_data(cfg):
-    if cfg['dataset'] == 'lambada':   # prepare_data.py lambada writes passages to score, no token stream
+    # prepare_data.py lambada (the name under any tokenizer too) writes passages to score, not a token stream
+    if prepare_command(cfg['dataset']).split()[2] == 'lambada':
         return ("lambada holds LAMBADA's test passages, which python -m tools.eval --out_dir=RUN --task=lambada scores; "
                 "it is not a training set: name another --dataset")
     return (f"{os.path.join(cfg['data_dir'], cfg['dataset'])} holds no data (meta.json, or nanoGPT's train.bin with or "

@@ -101,7 +101,13 @@ def test_eval_task_lambada_scores_as_tools_lambada_and_training_beats_no_trainin
 def test_training_on_lambada_says_what_it_is_for(tmp_path, capsys):
     # prepare_data.py lambada writes passages to score, not a token stream: a run naming it is told so,
     # not sent to prepare it again
-    with pytest.raises(SystemExit) as e:
-        train_script().main([f'--data_dir={tmp_path}', '--dataset=lambada', f'--out_dir={tmp_path}/o'])
+    # (under another tokenizer's name too: prepare_data.py refuses --tokenizer for lambada, so no hint may paste it)
+    for name in ('lambada', 'lambada_gpt2', 'lambada_gpt2_512'):
+        with pytest.raises(SystemExit) as e:
+            train_script().main([f'--data_dir={tmp_path}', f'--dataset={name}', f'--out_dir={tmp_path}/o'])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1 and 'not a training set' in err[0] and 'prepare' not in err[0], err
+    with pytest.raises(SystemExit) as e:   # a dataset of the user's own that starts so is not LAMBADA
+        train_script().main([f'--data_dir={tmp_path}', '--dataset=lambada_char', f'--out_dir={tmp_path}/o'])
     err = capsys.readouterr().err.strip().splitlines()
-    assert e.value.code == 2 and len(err) == 1 and 'not a training set' in err[0] and 'prepare' not in err[0], err
+    assert e.value.code == 2 and len(err) == 1 and 'prepare_data.py lambada_char --input FILE' in err[0], err
