@@ -1316,6 +1316,15 @@ def test_a_run_s_record_rebuilds_it_in_a_fresh_clone(lab, fresh, tmp_path, monke
     if not fresh:
         assert seconds == rec['done']['seconds'] and open(os.path.join(out, 'log.jsonl')).read() == log
         assert not os.path.exists(os.path.join(out, 'ckpt.pt'))
+        # a reading recorded since (the records pulled, or appended from the lab's worktree): a --rebuild in
+        # this clone reads it from the record, not the folder restored before it
+        with open(tmp_path / 'results' / 'runs' / 'p.jsonl', 'a') as f:
+            f.write(json.dumps({'run': 'p/a-s1', 'eval': {'stream_val.json': {'loss': 1.25},
+                                                          'test/battery.json': {'tasks': {}}}}) + '\n')
+        later = Lab(Options(rebuild=True))
+        assert later.train(['c.py', '--windows=(2, 8)'], out, 1) == seconds
+        assert later.evaluate(out, '--stream=True') == {'loss': 1.25}
+        assert later.eval_json(out, 'battery.json', sub='test') == {'tasks': {}}
         other = lab.run_dir('p', 'b', 1)                  # a record of other arguments is not reused
         lab.train(['c.py', '--n_layer=2'], other, 1)
         os.rename('out-results', 'old2')

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from tools.report import write_text
 from tools.results.pool import PY, ROOT, Pool, fail
-from tools.results.records import Records, paper_of, read_folder, write_folder
+from tools.results.records import Records, paper_of, read_folder, same, write_folder
 from tools.results.spec import PAPERS
 
 
@@ -91,11 +91,16 @@ class Lab(Pool):
     def restore(self, out, args):
         """A run that its record holds and out-results/ does not (a fresh clone): the record's files written
         back, the checkpoint left to ensure_ckpt(). A killed run's checkpoint resumes instead, and a record
-        trained with other arguments than args is not used (a line says so; the run trains again)."""
+        trained with other arguments than args is not used (a line says so; the run trains again). A folder
+        restored before (the record's done.json, no checkpoint) takes the readings recorded since."""
         run = self.record_of(out)
         rec = None if run is None or self.opts.fresh else self.records.get(run)
-        if (rec is None or 'done' not in rec or os.path.isfile(os.path.join(out, 'done.json'))
-                or os.path.isfile(os.path.join(out, 'ckpt.pt'))):
+        done = os.path.join(out, 'done.json')
+        if rec is None or 'done' not in rec or os.path.isfile(os.path.join(out, 'ckpt.pt')):
+            return
+        if os.path.isfile(done):    # records pulled or appended since: a --rebuild reads their readings, not the old
+            if same(json.load(open(done))) == same(rec['done']):
+                write_folder({'eval': rec.get('eval', {})}, out, write_text)
             return
         if rec['done'].get('argv', [])[1:1 + len(args)] != list(args):
             print(f"{run}'s record was trained with other arguments than {' '.join(args)}: trained again", flush=True)
