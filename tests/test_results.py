@@ -836,6 +836,8 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
     written = []    # the gate's table is written before any looped model trains, then each pair's as it is decided
     monkeypatch.setattr(lab_depth, 'write', lambda lab, paper, rows, fig, md, seeds: written.append(
         (paper, [r['run'] for r in rows], md, any('Parcae' in out for out, _, _ in trained))))
+    if not deep_wins:    # a looped sweep an earlier protocol recorded: with the gate failed, not trained on, not read
+        lab.records.keep('depth/Parcae_lr_0_001-s1337', {'done': {'seconds': 60.0}, 'eval': {}})
     rows, fig, md = lab_depth.depth(lab, 3)
     if deep_wins:
         gate = ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']
@@ -885,6 +887,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
         assert len([a for a in fig.axes if a.has_data()]) == 3
     else:
         assert len(rows) == 2 and "The gate does not hold, so the looped models' depth sweeps" in md
+        assert not any(m in out for out, _, _ in trained for m in ('Parcae', 'workspace', 'TextNCA'))
         assert len(fig.axes) == 2    # no empty slot for the looped models' curves
     trained = [t for t in trained if any(m in t[0] for m in ('GPT_3L', 'GPT_6L'))]
     rows = rows[:2]

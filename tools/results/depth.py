@@ -46,16 +46,11 @@ def depth(lab, seeds):
     rows, acc = depth_rows(lab, spec['runs'], best, ss, done)
     md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']},
                          ss[0])
-    sweeps = holds or looped_recorded(lab)
-    fig = depth_figure(acc, grids, best, sweeps)
-    if not sweeps:
+    fig = depth_figure(acc, grids, best, holds)
+    if not holds:    # neither trained nor read: records of earlier protocols' sweeps are not this one's
         md += ['', f"The gate does not hold, so the looped models' depth sweeps ({', '.join(spec['looped'])}: "
                    "config/results/depth/) were not run."]
         return rows, fig, '\n'.join(md)
-    if not holds:   # trained while the gate held by the two-sd rule alone: read, not thrown away
-        md += ['', "The gate does not hold under the three-part rule, but the looped models' sweeps were trained "
-                   "while it held by the two-sd rule alone; they are read from their records below. Each pair's verdicts "
-                   "stand on their own; what the gate adds (that the task rewards depth at all) is not shown."]
     # the gate's table now: the looped models' sweep takes hours more
     write(lab, 'depth', rows, fig, '\n'.join(md + ['', "The looped models' depth sweeps are still training (the same "
                                                  "command resumes them and rewrites this file)."]), seeds)
@@ -78,7 +73,7 @@ def depth(lab, seeds):
             l_rows, l_acc = depth_rows(lab, read, l_best, ss, done)
             l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in read})
             l_md += depth_unread_md(unread, l_grids)
-            fig = depth_figure(acc, grids, best, sweeps)
+            fig = depth_figure(acc, grids, best, holds)
             depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
             if i < len(pairs):
                 rest = f"{', '.join(n for pair in pairs[i:] for n in pair)}: still training (the same command " \
@@ -122,13 +117,6 @@ def depth_progress(lab, grids, best, ss, done, md=(), rows=()):
     ax.barh(names, [0 if best[n] == PENDING else sum(done[(n, best[n], s)] is not None for s in ss) for n in names])
     ax.set(title='reported seeds recorded', xlabel='seeds', xlim=(0, len(ss)))
     return rows, fig, '\n'.join(md)
-
-
-def looped_recorded(lab):
-    """Whether the records hold a run of the looped models (their sweeps trained once already)."""
-    slugs = [os.path.basename(lab.run_dir('depth', name, 0))[:-len('-s0')] + '_lr_'
-             for name in PAPERS['depth']['looped']]
-    return any(run.split('/', 1)[1].startswith(slug) for run in lab.records.load('depth') for slug in slugs)
 
 
 class Pending(Exception):
