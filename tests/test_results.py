@@ -968,6 +968,12 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
     with pytest.raises(subprocess.CalledProcessError):
         lab_depth.depth(lab, 3)
     assert waited == [True] * (len(lab_spec.PAPERS['depth']['looped']) - 1)
+    # no looped model reads the listing at any rate: each pair says so, and the gate's rows stand alone
+    monkeypatch.setattr(lab_depth, 'depth_tune', lambda lab, name, *a: real(lab, name, *a) if name in
+                        lab_spec.PAPERS['depth']['runs'] else ({lr: math.log(26) for lr in lab_spec.DEPTH_LRS}, None))
+    lab.stopping.clear()
+    rows, fig, md = lab_depth.depth(lab, 3)
+    assert len(rows) == 2 and md.count('not decidable on this task') == len(lab_spec.PAPERS['depth']['controls'])
 
 
 def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_model_s(lab, tmp_path, monkeypatch):

@@ -71,7 +71,8 @@ def depth(lab, seeds):
             unread = [n for n in names if l_best[n] is None]
             read = [n for n in names if l_best[n] is not None]
             l_rows, l_acc = depth_rows(lab, read, l_best, ss, done)
-            l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in read})
+            l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in read}) \
+                if read else []
             l_md += depth_unread_md(unread, l_grids)
             fig = depth_figure(acc, grids, best, holds)
             depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
