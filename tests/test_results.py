@@ -1345,18 +1345,31 @@ def test_a_run_s_record_rebuilds_it_in_a_fresh_clone(lab, fresh, tmp_path, monke
 def test_a_run_started_from_a_recorded_one_trains_that_one_again_first(lab, same, tmp_path, monkeypatch, capsys):
     # a fine-tune (or a later stage) needs its start's checkpoint, which a record does not hold: the start trains
     # again from its recorded arguments (not resumed, not refused as a used folder), and where it then ends
-    # elsewhere than its record a line says so
+    # elsewhere than its record a line says so and the retrained run's record replaces the old one, without the
+    # old weights' reading, so a --rebuild reads the curve of the weights later runs started from
     monkeypatch.chdir(tmp_path)
     calls, losses = [], iter([1.5, 1.5 if same else 1.6, 1.2])
     monkeypatch.setattr(lab, 'run_with_progress', fake_train_py(calls, lambda: next(losses)))
     pre, ft = lab.run_dir('p', 'pre', 1), lab.run_dir('p', 'ft', 1)
     lab.train(['c.py'], pre, 1)
+    os.makedirs(os.path.join(pre, 'eval'))
+    json.dump({'loss': 1.49}, open(os.path.join(pre, 'eval', 'stream_val.json'), 'w'))
+    lab.keep(pre)
     os.rename('out-results', 'old')
     lab.train(['c.py'], pre, 1)               # read from the record
+    reading = os.path.join(pre, 'eval', 'stream_val.json')
+    os.utime(reading, (1e9, 1e9))             # restored before the retrain's checkpoint, at any clock granularity
     lab.train(['ft.py', f'--init_from={pre}'], ft, 1)
     assert len(calls) == 3 and calls[1] == calls[0] + ['--overwrite=True'] and '--init_from=resume' not in calls[1]
     assert f'--init_from={pre}' in calls[2]
     assert ('trained again ends at' in capsys.readouterr().err) is not same
+    rec = Lab(Options()).records.get('p/pre-s1')    # as a fresh clone reads the records
+    assert rec['log'][-1]['val_loss'] == (1.5 if same else 1.6)
+    assert rec['done'].get('retrained') == (None if same else 1) and os.path.isfile(reading) is same
+    assert rec['eval'] == ({'stream_val.json': {'loss': 1.49}} if same else {})
+    lines = len(open(tmp_path / 'results' / 'runs' / 'p.jsonl').readlines())
+    lab.train(['c.py'], pre, 1)               # the replaced record is the folder's: nothing more to append
+    assert len(open(tmp_path / 'results' / 'runs' / 'p.jsonl').readlines()) == lines
 
 
 def test_a_retrain_for_a_checkpoint_killed_midway_resumes_and_is_not_taken_for_the_whole(lab, tmp_path, monkeypatch,

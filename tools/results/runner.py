@@ -63,6 +63,18 @@ def trained_otherwise(out, args):
     return None
 
 
+def drop_older_readings(out):
+    """Removes the readings older than out's checkpoint (a leg's excepted: it read its own leg's): they read
+    weights the folder no longer holds, and the records keep them."""
+    ckpt = os.path.join(out, 'ckpt.pt')
+    for root, _, files in os.walk(os.path.join(out, 'eval')):
+        if os.path.basename(root).startswith('leg') or not os.path.isfile(ckpt):
+            continue
+        for f in files:
+            if os.path.getmtime(os.path.join(root, f)) < os.path.getmtime(ckpt):
+                os.remove(os.path.join(root, f))
+
+
 class Lab(Pool):
     """A results command's runs under one set of Options."""
 
@@ -83,10 +95,22 @@ class Lab(Pool):
         return None if self.opts.iters or rel.startswith('..') else rel.replace(os.sep, '/')
 
     def keep(self, out):
-        """A finished run's record appended to results/runs/<paper>.jsonl (what it adds to the record there)."""
+        """A finished run's record appended to results/runs/<paper>.jsonl (what it adds to the record there). A
+        checkpoint trained again from the record that ends elsewhere (ensure_ckpt) is another run: its record
+        replaces the old one, without the old weights' readings, so what reads its curve later (a curriculum's
+        repeat, a --rebuild) reads the weights its readings come from."""
         run = self.record_of(out)
-        if run is not None and not self.opts.rebuild:
-            self.records.keep(run, read_folder(out, PAPERS.get(paper_of(run), {}).get('train_log', False)))
+        if run is None or self.opts.rebuild:
+            return
+        train_log = PAPERS.get(paper_of(run), {}).get('train_log', False)
+        rec, had = read_folder(out, train_log), self.records.get(run)
+        if (had and 'done' in had and same(had['done']) == same(rec.get('done'))
+                and same(had.get('log')) != same(rec.get('log'))):
+            drop_older_readings(out)
+            write_text(os.path.join(out, 'done.json'),
+                       json.dumps({**rec['done'], 'retrained': had['done'].get('retrained', 0) + 1}))
+            rec = read_folder(out, train_log)
+        self.records.keep(run, rec)
 
     def restore(self, out, args):
         """A run that its record holds and out-results/ does not (a fresh clone): the record's files written
@@ -137,8 +161,9 @@ class Lab(Pool):
         self.run_with_progress([PY, *argv, how], out)
         os.remove(marker)
         if val_curve(out)[-1:] != was:
-            print(f"warning: {out} trained again ends at {val_curve(out)[-1:]}, its record at {was}: what starts "
-                  f"from it now starts from other weights than the record's", file=sys.stderr, flush=True)
+            print(f"warning: {out} trained again ends at {val_curve(out)[-1:]}, its record at {was}: another run, "
+                  f"whose record replaces the old one", file=sys.stderr, flush=True)
+        self.keep(out)
 
     def train(self, args, out, seed, iters=None, upto=None):
         """One train.py run into out; a finished one is kept, a killed one resumed. upto: train (or continue
