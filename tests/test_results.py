@@ -1396,8 +1396,9 @@ def test_a_retrain_for_a_checkpoint_killed_midway_resumes_and_is_not_taken_for_t
         lab.ensure_ckpt(pre)
     assert calls[-1][-1] == '--overwrite=True'
     monkeypatch.setattr(lab, 'run_with_progress', trained)
-    lab.ensure_ckpt(pre)
-    assert calls[-1] == calls[0] + ['--init_from=resume']
+    assert runner.val_curve(pre) == [(50, 2.0)]
+    lab.train(['c.py'], pre, 1)                # a curriculum passing it: the retrain ends before its curve is read
+    assert calls[-1] == calls[0] + ['--init_from=resume'] and runner.val_curve(pre) == [(100, 1.5)]
     assert 'trained again ends at' not in capsys.readouterr().err     # compared with the record's 1.5, not 2.0
     lab.ensure_ckpt(pre)
     assert len(calls) == 3 and not os.path.exists(os.path.join(pre, 'retraining.json'))

@@ -104,8 +104,8 @@ class Lab(Pool):
             return
         train_log = PAPERS.get(paper_of(run), {}).get('train_log', False)
         rec, had = read_folder(out, train_log), self.records.get(run)
-        if (had and 'done' in had and same(had['done']) == same(rec.get('done'))
-                and same(had.get('log')) != same(rec.get('log'))):
+        if (had and 'done' in had and same(had['done']) == same(rec.get('done')) and same(had.get('log')) !=
+                same(rec.get('log')) and not os.path.isfile(os.path.join(out, 'retraining.json'))):
             drop_older_readings(out)
             write_text(os.path.join(out, 'done.json'),
                        json.dumps({**rec['done'], 'retrained': had['done'].get('retrained', 0) + 1}))
@@ -178,6 +178,8 @@ class Lab(Pool):
             fail(f'{out} was trained {how}: move it aside to train it again as asked')
         done = json.load(open(done_path)) if os.path.isfile(done_path) else None
         if done and (upto is None or done.get('upto', 0) >= upto):
+            if os.path.isfile(os.path.join(out, 'retraining.json')):   # a retrain for its checkpoint, killed: its
+                self.ensure_ckpt(out)                                   # log, which a repeat rule reads, is partial
             self.keep(out)
             return done['seconds']
         self.refuse(out, 'of this run' if not done else f'of its leg to {upto} iterations')
