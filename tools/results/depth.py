@@ -46,6 +46,7 @@ def depth(lab, seeds):
     rows, acc = depth_rows(lab, spec['runs'], best, ss, done)
     md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']},
                          ss[0])
+    md += retrained_md(spec['runs'], best, ss, done)
     fig = depth_figure(acc, grids, best, holds)
     if not holds:    # neither trained nor read: records of earlier protocols' sweeps are not this one's
         md += ['', f"The gate does not hold, so the looped models' depth sweeps ({', '.join(spec['looped'])}: "
@@ -73,7 +74,7 @@ def depth(lab, seeds):
             l_rows, l_acc = depth_rows(lab, read, l_best, ss, done)
             l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in read}) \
                 if read else []
-            l_md += depth_unread_md(unread, l_grids)
+            l_md += depth_unread_md(unread, l_grids) + retrained_md(read, l_best, ss, done)
             fig = depth_figure(acc, grids, best, holds)
             depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
             if i < len(pairs):
@@ -112,7 +113,8 @@ def depth_progress(lab, grids, best, ss, done, md=(), rows=()):
     have = sum(best[n] != PENDING and done[(n, best[n], s)] is not None for n in names for s in ss)
     md = [*md, *([''] if md else []), f"**Pending: no verdict yet.** The verdicts read {len(ss)} seeds a side ({ss[0]} ... {ss[-1]}) on "
           f"the test split; the records hold {have} of those {len(ss) * len(names)} runs so far (exact match per k for the gate's GPTs, at three lookups or more per test-time depth "
-          "for the looped models), and `python -m tools.results depth` trains the rest:", '', *lines]
+          "for the looped models), and `python -m tools.results depth` trains the rest:", '', *lines,
+          *retrained_md([n for n in names if best[n] != PENDING], best, ss, done)]
     fig = plt.figure(figsize=(5.7, 4))
     ax = fig.add_subplot(1, 1, 1)
     ax.barh(names, [0 if best[n] == PENDING else sum(done[(n, best[n], s)] is not None for s in ss) for n in names])
@@ -297,6 +299,23 @@ def deep_hops(reads):
     from battery import lookups
     ks = [t for t in reads if t.startswith('hop') and lookups(int(t[3:])) >= 3]
     return sum(reads[t] for t in ks) / len(ks)
+
+
+def retrained_md(names, best, ss, done):
+    """A line naming the reported runs whose readings read a checkpoint trained again from a record that it
+    did not reproduce (runner.ensure_ckpt's eval/retrain.json on the task's stage); [] where none did."""
+    runs = []
+    for name in names:
+        for s in ss:
+            got = done.get((name, best[name], s))
+            path = got and os.path.join(got[3][-1][1], 'eval', 'retrain.json')
+            if path and os.path.isfile(path):
+                r = json.load(open(path))
+                runs.append(f"{name} seed {s} (answer loss {r['retrained'][-1][1]:.4f} against the record's "
+                            f"{r['record'][-1][1]:.4f})")
+    return ['', "Read from a checkpoint trained again from its record that ended elsewhere than the record (trained "
+                "on another CPU; its curve and its stages' repeats are the record's, its readings these weights'): "
+            + '; '.join(runs) + '.'] if runs else []
 
 
 def depth_looped_md(acc, grids, rows, gpt, stages):

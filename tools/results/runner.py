@@ -63,18 +63,6 @@ def trained_otherwise(out, args):
     return None
 
 
-def drop_older_readings(out):
-    """Removes the readings older than out's checkpoint (a leg's excepted: it read its own leg's): they read
-    weights the folder no longer holds, and the records keep them."""
-    ckpt = os.path.join(out, 'ckpt.pt')
-    for root, _, files in os.walk(os.path.join(out, 'eval')):
-        if os.path.basename(root).startswith('leg') or not os.path.isfile(ckpt):
-            continue
-        for f in files:
-            if os.path.getmtime(os.path.join(root, f)) < os.path.getmtime(ckpt):
-                os.remove(os.path.join(root, f))
-
-
 class Lab(Pool):
     """A results command's runs under one set of Options."""
 
@@ -95,22 +83,10 @@ class Lab(Pool):
         return None if self.opts.iters or rel.startswith('..') else rel.replace(os.sep, '/')
 
     def keep(self, out):
-        """A finished run's record appended to results/runs/<paper>.jsonl (what it adds to the record there). A
-        checkpoint trained again from the record that ends elsewhere (ensure_ckpt) is another run: its record
-        replaces the old one, without the old weights' readings, so what reads its curve later (a curriculum's
-        repeat, a --rebuild) reads the weights its readings come from."""
+        """A finished run's record appended to results/runs/<paper>.jsonl (what it adds to the record there)."""
         run = self.record_of(out)
-        if run is None or self.opts.rebuild:
-            return
-        train_log = PAPERS.get(paper_of(run), {}).get('train_log', False)
-        rec, had = read_folder(out, train_log), self.records.get(run)
-        if (had and 'done' in had and same(had['done']) == same(rec.get('done')) and same(had.get('log')) !=
-                same(rec.get('log')) and not os.path.isfile(os.path.join(out, 'retraining.json'))):
-            drop_older_readings(out)
-            write_text(os.path.join(out, 'done.json'),
-                       json.dumps({**rec['done'], 'retrained': had['done'].get('retrained', 0) + 1}))
-            rec = read_folder(out, train_log)
-        self.records.keep(run, rec)
+        if run is not None and not self.opts.rebuild:
+            self.records.keep(run, read_folder(out, PAPERS.get(paper_of(run), {}).get('train_log', False)))
 
     def restore(self, out, args):
         """A run that its record holds and out-results/ does not (a fresh clone): the record's files written
@@ -159,10 +135,16 @@ class Lab(Pool):
             write_text(marker, json.dumps(was))
         print(f"{out}: a recorded run without its checkpoint, trained again for it", flush=True)
         self.run_with_progress([PY, *argv, how], out)
+        now, run = val_curve(out)[-1:], self.record_of(out)
+        rec = self.records.get(run) if run else None
+        if now != was:    # another CPU's rounding: the readings from now on read other weights than the record's
+            print(f"warning: {out} trained again ends at {now}, its record at {was}: its readings read these "
+                  f"weights (eval/retrain.json says so), its curve stays the record's", file=sys.stderr, flush=True)
+            os.makedirs(os.path.join(out, 'eval'), exist_ok=True)
+            write_text(os.path.join(out, 'eval', 'retrain.json'), json.dumps({'record': was, 'retrained': now}))
+            if rec and 'log' in rec:    # what a repeat rule reads, in the lab as in a --rebuild from the records
+                write_text(os.path.join(out, 'log.jsonl'), ''.join(json.dumps(r) + '\n' for r in rec['log']))
         os.remove(marker)
-        if val_curve(out)[-1:] != was:
-            print(f"warning: {out} trained again ends at {val_curve(out)[-1:]}, its record at {was}: another run, "
-                  f"whose record replaces the old one", file=sys.stderr, flush=True)
         self.keep(out)
 
     def train(self, args, out, seed, iters=None, upto=None):
