@@ -1342,6 +1342,15 @@ def test_a_run_s_record_rebuilds_it_in_a_fresh_clone(lab, fresh, tmp_path, monke
         assert later.train(['c.py', '--windows=(2, 8)'], out, 1) == seconds
         assert later.evaluate(out, '--stream=True') == {'loss': 1.25}
         assert later.eval_json(out, 'battery.json', sub='test') == {'tasks': {}}
+        # the run trained again elsewhere (another done): its record replaces the folder, the old readings too
+        with open(tmp_path / 'results' / 'runs' / 'p.jsonl', 'a') as f:
+            f.write(json.dumps({**rec, 'run': 'p/a-s1', 'done': {**rec['done'], 'seconds': 99.0},
+                                'eval': {'stream_val.json': {'loss': 1.125}}}) + '\n')
+        latest = Lab(Options(rebuild=True))
+        assert latest.train(['c.py', '--windows=(2, 8)'], out, 1) == 99.0
+        assert latest.evaluate(out, '--stream=True') == {'loss': 1.125}
+        with pytest.raises(Unrecorded):
+            latest.eval_json(out, 'battery.json', sub='test')
         other = lab.run_dir('p', 'b', 1)                  # a record of other arguments is not reused
         lab.train(['c.py', '--n_layer=2'], other, 1)
         os.rename('out-results', 'old2')

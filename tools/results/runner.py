@@ -3,6 +3,7 @@ eval.py readings of them, and each run's record (records.py) kept as it finishes
 out-results/ lacks the run (a fresh clone)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -92,16 +93,18 @@ class Lab(Pool):
         """A run that its record holds and out-results/ does not (a fresh clone): the record's files written
         back, the checkpoint left to ensure_ckpt(). A killed run's checkpoint resumes instead, and a record
         trained with other arguments than args is not used (a line says so; the run trains again). A folder
-        restored before (the record's done.json, no checkpoint) takes the readings recorded since."""
+        restored before (no checkpoint) takes what the records hold now, pulled or appended since: the readings
+        recorded since, or the whole run where it was trained again elsewhere."""
         run = self.record_of(out)
         rec = None if run is None or self.opts.fresh else self.records.get(run)
         done = os.path.join(out, 'done.json')
         if rec is None or 'done' not in rec or os.path.isfile(os.path.join(out, 'ckpt.pt')):
             return
-        if os.path.isfile(done):    # records pulled or appended since: a --rebuild reads their readings, not the old
+        if os.path.isfile(done):
             if same(json.load(open(done))) == same(rec['done']):
                 write_folder({'eval': rec.get('eval', {})}, out, write_text)
-            return
+                return
+            shutil.rmtree(os.path.join(out, 'eval'), ignore_errors=True)    # the older run's, which its record keeps
         if rec['done'].get('argv', [])[1:1 + len(args)] != list(args):
             print(f"{run}'s record was trained with other arguments than {' '.join(args)}: trained again", flush=True)
             return
