@@ -313,9 +313,9 @@ def retrained_md(names, best, ss, done):
                 r = json.load(open(path))
                 runs.append(f"{name} seed {s} (answer loss {r['retrained'][-1][1]:.4f} against the record's "
                             f"{r['record'][-1][1]:.4f})")
-    return ['', "Read from a checkpoint trained again from its record that ended elsewhere than the record (trained "
-                "on another CPU; its curve and its stages' repeats are the record's, its readings these weights'): "
-            + '; '.join(runs) + '.'] if runs else []
+    return ['', "Read from a checkpoint trained again from its record that ended elsewhere than the record (another "
+                "CPU's or build's rounding; its curve and its stages' repeats are the record's, its readings these "
+                "weights'): " + '; '.join(runs) + '.'] if runs else []
 
 
 def depth_looped_md(acc, grids, rows, gpt, stages):

@@ -140,7 +140,7 @@ class Lab(Pool):
         self.run_with_progress([PY, *argv, how], out)
         now, run = val_curve(out)[-1:], self.record_of(out)
         rec = self.records.get(run) if run else None
-        if now != was:    # another CPU's rounding: the readings from now on read other weights than the record's
+        if now != was:    # another CPU's or build's rounding: the readings now read other weights than the record's
             print(f"warning: {out} trained again ends at {now}, its record at {was}: its readings read these "
                   f"weights (eval/retrain.json says so), its curve stays the record's", file=sys.stderr, flush=True)
             os.makedirs(os.path.join(out, 'eval'), exist_ok=True)
