@@ -1300,7 +1300,7 @@ def fake_train_py(calls, final_loss):
 
 
 @pytest.mark.parametrize('fresh', [False, True])
-def test_a_run_s_record_rebuilds_it_in_a_fresh_clone(lab, fresh, tmp_path, monkeypatch):
+def test_a_run_s_record_rebuilds_it_in_a_fresh_clone(lab, fresh, tmp_path, monkeypatch, capsys):
     # a finished run leaves its record (no checkpoint); in a clone without out-results/ the same command reads the
     # run and its readings from the record, trains nothing and evaluates nothing; --fresh trains it again
     monkeypatch.chdir(tmp_path)
@@ -1342,15 +1342,21 @@ def test_a_run_s_record_rebuilds_it_in_a_fresh_clone(lab, fresh, tmp_path, monke
         assert later.train(['c.py', '--windows=(2, 8)'], out, 1) == seconds
         assert later.evaluate(out, '--stream=True') == {'loss': 1.25}
         assert later.eval_json(out, 'battery.json', sub='test') == {'tasks': {}}
-        # the run trained again elsewhere (another done): its record replaces the folder, the old readings too
+        # the run trained again elsewhere (another done): the folder is refused in one line, not appended over
+        # the newer record nor rewritten; moved aside, the record is read
         with open(tmp_path / 'results' / 'runs' / 'p.jsonl', 'a') as f:
             f.write(json.dumps({**rec, 'run': 'p/a-s1', 'done': {**rec['done'], 'seconds': 99.0},
                                 'eval': {'stream_val.json': {'loss': 1.125}}}) + '\n')
-        latest = Lab(Options(rebuild=True))
+        latest, before = Lab(Options(rebuild=True)), open(os.path.join(out, 'done.json')).read()
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as e:
+            latest.train(['c.py', '--windows=(2, 8)'], out, 1)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1 and 'holds another run than its record' in err[0], err
+        assert open(os.path.join(out, 'done.json')).read() == before
+        os.rename(out, out + '.old')
         assert latest.train(['c.py', '--windows=(2, 8)'], out, 1) == 99.0
         assert latest.evaluate(out, '--stream=True') == {'loss': 1.125}
-        with pytest.raises(Unrecorded):
-            latest.eval_json(out, 'battery.json', sub='test')
         other = lab.run_dir('p', 'b', 1)                  # a record of other arguments is not reused
         lab.train(['c.py', '--n_layer=2'], other, 1)
         os.rename('out-results', 'old2')

@@ -3,7 +3,6 @@ eval.py readings of them, and each run's record (records.py) kept as it finishes
 out-results/ lacks the run (a fresh clone)."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -93,18 +92,19 @@ class Lab(Pool):
         """A run that its record holds and out-results/ does not (a fresh clone): the record's files written
         back, the checkpoint left to ensure_ckpt(). A killed run's checkpoint resumes instead, and a record
         trained with other arguments than args is not used (a line says so; the run trains again). A folder
-        restored before (no checkpoint) takes what the records hold now, pulled or appended since: the readings
-        recorded since, or the whole run where it was trained again elsewhere."""
+        restored before (no checkpoint) takes the readings recorded since; one that holds another run than the
+        record (trained again elsewhere, or records checked out from another commit) is refused, not rewritten."""
         run = self.record_of(out)
         rec = None if run is None or self.opts.fresh else self.records.get(run)
         done = os.path.join(out, 'done.json')
         if rec is None or 'done' not in rec or os.path.isfile(os.path.join(out, 'ckpt.pt')):
             return
         if os.path.isfile(done):
-            if same(json.load(open(done))) == same(rec['done']):
-                write_folder({'eval': rec.get('eval', {})}, out, write_text)
-                return
-            shutil.rmtree(os.path.join(out, 'eval'), ignore_errors=True)    # the older run's, which its record keeps
+            if same(json.load(open(done))) != same(rec['done']):    # keep() would append it over the record
+                fail(f"{out} holds another run than its record in {self.records.path(paper_of(run))}: move the "
+                     "folder aside to read the record")
+            write_folder({'eval': rec.get('eval', {})}, out, write_text)
+            return
         if rec['done'].get('argv', [])[1:1 + len(args)] != list(args):
             print(f"{run}'s record was trained with other arguments than {' '.join(args)}: trained again", flush=True)
             return
