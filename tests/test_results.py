@@ -982,6 +982,14 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
     lab.stopping.clear()
     rows, fig, md = lab_depth.depth(lab, 3)
     assert len(rows) == 2 and md.count('not decidable on this task') == len(lab_spec.PAPERS['depth']['controls'])
+    # nor does the GPT 3L: the gate is not decidable (it had raised a KeyError), and no looped model trains
+    shallow = list(lab_spec.PAPERS['depth']['runs'])[0]
+    monkeypatch.setattr(lab_depth, 'depth_tune', lambda lab, name, *a: real(lab, name, *a) if name in
+                        lab_spec.PAPERS['depth']['runs'] and name != shallow else
+                        ({lr: math.log(26) for lr in lab_spec.DEPTH_LRS}, None))
+    rows, fig, md = lab_depth.depth(lab, 3)
+    assert rows == [] and md.startswith(f"**Gate: not decidable on this task.** {shallow} ended its one-hop stages")
+    assert "the looped models' depth sweeps (" in md and 'GPT 6L ended' not in md
 
 
 def test_each_headline_run_trains_at_its_own_best_rate_and_its_ablations_at_its_model_s(lab, tmp_path, monkeypatch):

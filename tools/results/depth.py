@@ -43,6 +43,17 @@ def depth(lab, seeds):
             raise lab.failure(tuned.values(), e)
     if pending(spec['runs'], best, ss, done):
         return depth_progress(lab, grids, best, ss, done)
+    unread = [n for n in spec['runs'] if best[n] is None]
+    if unread:    # a GPT that never reads the listing shows nothing about depth, and there is no curve to test
+        fig = plt.figure(figsize=(5.7, 4))
+        ax = fig.add_subplot(1, 1, 1)
+        for i, name in enumerate(spec['runs']):
+            ax.plot(list(grids[name]), list(grids[name].values()), 'o-', color=f'C{i}', label=name)
+        ax.set(title=f'rate bracket (seed {RATE_SEED})', xlabel='learning rate', ylabel='answer loss (val stream)',
+               xscale='log')
+        ax.legend(fontsize=8)
+        return [], fig, f"**Gate: not decidable on this task.** {unread_line(unread, grids)}, and the looped " \
+                        f"models' depth sweeps ({', '.join(spec['looped'])}) were not run."
     rows, acc = depth_rows(lab, spec['runs'], best, ss, done)
     md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']},
                          ss[0])
@@ -352,17 +363,21 @@ def depth_looped_md(acc, grids, rows, gpt, stages):
 
 def depth_unread_md(unread, grids):
     """A line per pair a side of which read no listing at any rate: not decidable on this task."""
-    from battery import CHANCE
     md = []
     for model, control in PAPERS['depth']['controls'].items():
         names = [n for n in (model, control) if n in unread]
         if names:
-            md += [f"**{model} against {control}: not decidable on this task.** " + '; '.join(
-                f"{n} ended its one-hop stages (seed {RATE_SEED}, {STAGE_REPEATS + 1} passes) at " +
-                ', '.join(f'{v:.3f} at {lr:g}' for lr, v in grids[n].items()) for n in names) +
-                f": no better than a uniform guess among the listed letters ({-math.log(CHANCE['hop1of1']):.3f}), "
-                "so the listing that every hop looks up was never read, and the curriculum stopped there.", '']
+            md += [f"**{model} against {control}: not decidable on this task.** {unread_line(names, grids)}.", '']
     return md
+
+
+def unread_line(names, grids):
+    """Why runs that read no listing at any rate decide nothing: their one-hop answer loss per rate, at chance."""
+    from battery import CHANCE
+    return '; '.join(f"{n} ended its one-hop stages (seed {RATE_SEED}, {STAGE_REPEATS + 1} passes) at " +
+                     ', '.join(f'{v:.3f} at {lr:g}' for lr, v in grids[n].items()) for n in names) + \
+        f": no better than a uniform guess among the listed letters ({-math.log(CHANCE['hop1of1']):.3f}), " \
+        "so the listing that every hop looks up was never read, and the curriculum stopped there"
 
 
 def depth_looped_axes(ax, acc, gpt):
