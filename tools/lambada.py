@@ -14,7 +14,8 @@ word's perplexity, exp of minus the mean over passages of log p(word | context).
 of one passage a line. The word follows the passage's last space and is scored with that space
 (' word'): the passage encoded whole, the word's tokens those after the context's, as the harness
 encodes a pair. A release whose tokenizer_config.json names a bos_token starts every passage
-with it, as the authors' eval does; a passage longer than the model's block_size keeps its last
+with it, as the authors' eval does; a run fine-tuned from one reads passages as prepare_data.py
+encoded its dataset, without special tokens. A passage longer than the model's block_size keeps its last
 block_size tokens. Any other --key=value is a knob of the model's forward (num_recur);
 --sweep=KNOB=a,b,c scores at each value.
 """
