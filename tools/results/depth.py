@@ -46,12 +46,7 @@ def depth(lab, seeds):
     unread = [n for n in spec['runs'] if best[n] is None]
     if unread:    # a GPT that never reads the listing shows nothing about depth, and there is no curve to test
         fig = plt.figure(figsize=(5.7, 4))
-        ax = fig.add_subplot(1, 1, 1)
-        for i, name in enumerate(spec['runs']):
-            ax.plot(list(grids[name]), list(grids[name].values()), 'o-', color=f'C{i}', label=name)
-        ax.set(title=f'rate bracket (seed {RATE_SEED})', xlabel='learning rate', ylabel='answer loss (val stream)',
-               xscale='log')
-        ax.legend(fontsize=8)
+        bracket_axes(fig.add_subplot(1, 1, 1), grids)
         return [], fig, f"**Gate: not decidable on this task.** {unread_line(unread, grids)}, and the looped " \
                         f"models' depth sweeps ({', '.join(spec['looped'])}) were not run."
     rows, acc = depth_rows(lab, spec['runs'], best, ss, done)
@@ -407,11 +402,17 @@ def depth_figure(acc, grids, best, sweeps):
     for i, name in enumerate(PAPERS['depth']['runs']):
         ax1.errorbar(ks, [acc[name][t]['mean'] for t in acc[name]], [acc[name][t]['sd'] for t in acc[name]],
                      marker='o', capsize=3, color=f'C{i}', label=f'{name} (lr {best[name]:g})')
-        ax2.plot(list(grids[name]), list(grids[name].values()), 'o-', color=f'C{i}', label=name)
     ax1.plot(ks, [CHANCE[t] for t in acc[deep]], 'k:', label='chance')
     ax1.set(title='exact match against hops (mean +- sd over seeds)', xlabel='k (pointer lookups)',
             ylabel='exact match', ylim=(0, 1.05))
-    ax2.set(title=f'rate bracket (seed {RATE_SEED})', xlabel='learning rate', ylabel='answer loss (val stream)', xscale='log')
     ax1.legend(fontsize=8)
-    ax2.legend(fontsize=8)
+    bracket_axes(ax2, grids)
     return fig
+
+
+def bracket_axes(ax, grids):
+    """Each GPT's answer loss against the rate on RATE_SEED, in the gate's colours."""
+    for i, name in enumerate(PAPERS['depth']['runs']):
+        ax.plot(list(grids[name]), list(grids[name].values()), 'o-', color=f'C{i}', label=name)
+    ax.set(title=f'rate bracket (seed {RATE_SEED})', xlabel='learning rate', ylabel='answer loss (val stream)', xscale='log')
+    ax.legend(fontsize=8)
