@@ -777,6 +777,48 @@ def test_the_depth_tables_draw_no_verdict_before_every_reported_seed_is_recorded
         lab_depth.depth(lab, 5)
 
 
+def test_a_depth_stage_is_judged_by_the_weights_its_readings_read(lab, tmp_path, monkeypatch):
+    # a reported seed whose stages the records hold (trained on another CPU, each learned at once): each is
+    # trained again for its checkpoint before the repeat rule reads it, and where the retrain ends stage 2 above
+    # the rule's bar the rule repeats stage 2, as it would have on these weights. A seed whose test readings
+    # are recorded trains nothing again, and its curve decides.
+    import battery
+    monkeypatch.chdir(tmp_path)
+    bar = lambda n: math.log(7) / (2 * n)    # hops 1 ... n - 1 exact, hop n at chance among 7: half that loss
+    retrained = []
+
+    def train(args, out, seed, iters=None):    # the record's curve, restored: each stage learned
+        n = int(next(a for a in args if a.startswith('--dataset=hops'))[len('--dataset=hops'):] or 6)
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, 'log.jsonl'), 'w') as f:
+            f.write(json.dumps({'kind': 'eval', 'iter': 1000, 'val_loss': bar(n) - 1e-3}) + '\n')
+        return 60.0
+
+    def ensure_ckpt(out):
+        retrained.append(out)
+        if '_up_to_2_hops-' in out:    # stage 2's first pass, on this CPU: just short of learned
+            os.makedirs(os.path.join(out, 'eval'), exist_ok=True)
+            json.dump({'record': [[1000, bar(2) - 1e-3]], 'retrained': [[1000, bar(2) + 1e-3]]},
+                      open(os.path.join(out, 'eval', 'retrain.json'), 'w'))
+    monkeypatch.setattr(lab, 'train', train)
+    monkeypatch.setattr(lab, 'ensure_ckpt', ensure_ckpt)
+    monkeypatch.setattr(lab, 'evaluate', lambda out, *a: {'loss': 0.1})
+    monkeypatch.setattr(lab, 'eval_json', lambda out, file, *a, sub=None: {
+        'tasks': {t: {'generate': 1.0} for t in battery.HOP_TASKS}})
+    *_, stages = lab_depth.depth_run(lab, 'GPT 6L', 2e-3, 1338)
+    assert [n for n, _ in stages] == [1, 2, 2, 3, 4, 5, None]
+    assert retrained == [d for _, d in stages[:-1]]
+    # the same chain under the old rule (the record's curve deciding) had stage 2 once; under --rebuild the
+    # recorded eval/retrain.json decides without training
+    lab.opts.rebuild = True
+    assert [n for n, _ in lab_depth.depth_run(lab, 'GPT 6L', 2e-3, 1338)[3]] == [1, 2, 2, 3, 4, 5, None]
+    lab.opts.rebuild, retrained[:] = False, []
+    task = lab_depth.stage_dir(lab, 'GPT 6L', 2e-3, None, 1339, 0)
+    lab.records.keep(lab.record_of(task), {'done': {'seconds': 60.0}, 'eval': {'test/battery.json': {}}})
+    assert [n for n, _ in lab_depth.depth_run(lab, 'GPT 6L', 2e-3, 1339)[3]] == [1, 2, 3, 4, 5, None]
+    assert retrained == []
+
+
 @pytest.mark.parametrize('deep_wins', [True, False])
 def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkeypatch, deep_wins):
     # made-up runs (nothing trains): each GPT's answer loss is lowest at its own rate, one of them beyond
@@ -835,6 +877,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
             right = lambda k: 0.15 + (0 if '_1_lr_' in out else 0.1 * min(depth, 6)) + 0.001 * (seed - 1337)
         return {'tasks': {t: {'generate': right(int(t[3:]))} for t in battery.HOP_TASKS}}
     monkeypatch.setattr(lab, 'train', train)
+    monkeypatch.setattr(lab, 'ensure_ckpt', lambda out: None)    # each stage trained here: its checkpoint is there
     monkeypatch.setattr(lab, 'evaluate', evaluate)
     monkeypatch.setattr(lab, 'eval_json', reading)
     written = []    # the gate's table is written before any looped model trains, then each pair's as it is decided
