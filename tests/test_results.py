@@ -819,6 +819,51 @@ def test_a_depth_stage_is_judged_by_the_weights_its_readings_read(lab, tmp_path,
     assert retrained == []
 
 
+def test_a_depth_curriculum_sent_down_another_path_trains_under_its_own_names(lab, tmp_path, monkeypatch):
+    # the records hold seed 1338's old path: stage 2 repeated once, then stages 3 ... 5 and the task at repeat
+    # count 1. Trained again here, stage 2 ends learned (eval/retrain.json) and stage 3 is repeated instead, so from
+    # stage 3's repeat on the new path meets the old one's names with other starting weights: each such stage
+    # trains under a name of its own, the old records stay as they are, and a second call finds the same folders
+    import battery
+    monkeypatch.chdir(tmp_path)
+    bar = lambda n: math.log(7) / (2 * n)    # noqa: E731 (stage_learned's)
+    base = [*lab_spec.PAPERS['depth']['runs']['GPT 6L'], *lab_spec.PAPERS['depth']['stage'], '--learning_rate=0.002',
+            '--min_lr=0.0002']
+    old = [(1, 0), (2, 0), (2, 1), (3, 1), (4, 1), (5, 1), (None, 1)]
+    for (n, r), (m, q) in zip(old[1:], old):
+        src = lab_depth.stage_dir(lab, 'GPT 6L', 2e-3, m, 1338, q)
+        lab.records.keep(lab.record_of(lab_depth.stage_dir(lab, 'GPT 6L', 2e-3, n, 1338, r)), {
+            'done': {'argv': ['train.py', *base, f'--init_from={src}']},
+            'eval': {'test/battery.json': {}} if n is None else {}})
+    before = open(lab.records.path('depth')).read()
+    trained = []
+
+    def train(args, out, seed, iters=None):
+        assert lab.held_otherwise(out, args) is None, out    # train.py would refuse it, or rewrite the record
+        n = int(next(a for a in args if a.startswith('--dataset=hops'))[len('--dataset=hops'):] or 6)
+        os.makedirs(os.path.join(out, 'eval'), exist_ok=True)
+        json.dump({'argv': ['train.py', *args]}, open(os.path.join(out, 'done.json'), 'w'))
+        loss = bar(n) + 1e-3 if n in (2, 3) and not out.endswith('_b-s1338') else bar(n) - 1e-3
+        with open(os.path.join(out, 'log.jsonl'), 'w') as f:
+            f.write(json.dumps({'kind': 'eval', 'iter': 1000, 'val_loss': loss}) + '\n')
+        if n == 2:    # the record's stage 2 was not learned; trained again here it is
+            json.dump({'record': [[1000, loss]], 'retrained': [[1000, bar(2) - 1e-3]]},
+                      open(os.path.join(out, 'eval', 'retrain.json'), 'w'))
+        trained.append(out)
+        return 60.0
+    monkeypatch.setattr(lab, 'train', train)
+    monkeypatch.setattr(lab, 'evaluate', lambda out, *a: {'loss': 0.1})
+    monkeypatch.setattr(lab, 'eval_json', lambda out, file, *a, sub=None: {
+        'tasks': {t: {'generate': 1.0} for t in battery.HOP_TASKS}})
+    *_, stages = lab_depth.depth_run(lab, 'GPT 6L', 2e-3, 1338)
+    new = [(1, 0, ''), (2, 0, ''), (3, 0, ''), (3, 1, 'b'), (4, 1, 'b'), (5, 1, 'b'), (None, 1, 'b')]
+    assert [d for _, d in stages] == [lab_depth.stage_dir(lab, 'GPT 6L', 2e-3, n, 1338, r, alt) for n, r, alt in new]
+    assert open(lab.records.path('depth')).read() == before
+    trained[:] = []
+    assert lab_depth.depth_run(lab, 'GPT 6L', 2e-3, 1338)[3] == stages
+    assert sorted(set(trained)) == sorted(d for _, d in stages)    # the same folders: nothing went elsewhere
+
+
 @pytest.mark.parametrize('deep_wins', [True, False])
 def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkeypatch, deep_wins):
     # made-up runs (nothing trains): each GPT's answer loss is lowest at its own rate, one of them beyond

@@ -6,6 +6,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from battery import UP_TO
+from tools.results.pool import fail
 from tools.results.runner import Unrecorded, val_curve
 from tools.results.spec import DEPTH_LRS, HOP_N, PAPERS, RATE_SEED, STAGE_REPEATS
 from tools.results.stats import TESTS_HEAD, bracket, mean_sd, tests_cell, verdict
@@ -199,10 +200,27 @@ def depth_train(lab, jobs, done):
     lab.run_jobs(run, jobs, done, threads=max(1, len(jobs)))
 
 
-def stage_dir(lab, name, lr, n, seed, r=0):
+def stage_dir(lab, name, lr, n, seed, r=0, alt=''):
     """The run folder of the curriculum's stage n (hop counts 1 ... n), or of the task itself (n None);
-    r: the stages repeated before it on its run's curriculum (a run that repeats none keeps the plain names)."""
-    return lab.run_dir('depth', f'{name} lr {lr:g}' + (f' up to {n} hops' if n else '') + (f' +{r}' if r else ''), seed)
+    r: the stages repeated before it on its run's curriculum (a run that repeats none keeps the plain names);
+    alt: one of ALTS (own_dir)."""
+    return lab.run_dir('depth', f'{name} lr {lr:g}' + (f' up to {n} hops' if n else '') + (f' +{r}' if r else '') +
+                       (f' {alt}' if alt else ''), seed)
+
+
+ALTS = ('', *'bcdefgh')
+
+
+def own_dir(lab, args, name, lr, n, seed, r):
+    """The folder of the stage that args train: stage_dir(), or where that name holds a run from other weights
+    (a retrain that ends elsewhere can send the repeat rule down another path, which can meet the old path's
+    stage and repeat count again), the first name of ALTS free of one, so the old path's records stay as they are."""
+    for alt in ALTS:
+        out = stage_dir(lab, name, lr, n, seed, r, alt)
+        if not lab.held_otherwise(out, args):
+            return out
+    fail(f"{stage_dir(lab, name, lr, n, seed, r)} and its alternatives {', '.join(ALTS[1:])} each hold another run "
+         "than this curriculum's: move them aside")
 
 
 def stage_learned(out, n):
@@ -217,7 +235,8 @@ def stage_learned(out, n):
 
 def readings_recorded(lab, name, lr, seed):
     """The records hold a test reading of this seed's task stage (after any number of repeats)."""
-    runs = (lab.record_of(stage_dir(lab, name, lr, None, seed, r)) for r in range(len(UP_TO) * STAGE_REPEATS + 1))
+    runs = (lab.record_of(stage_dir(lab, name, lr, None, seed, r, alt))
+            for r in range(len(UP_TO) * STAGE_REPEATS + 1) for alt in ALTS)
     return any(k.startswith('test/') for run in runs if run for k in (lab.records.get(run) or {}).get('eval', {}))
 
 
@@ -244,8 +263,9 @@ def depth_run(lab, name, lr, seed):
     retrain = seed != RATE_SEED and not lab.opts.rebuild and not readings_recorded(lab, name, lr, seed)
     for n in UP_TO:
         for again in range(STAGE_REPEATS + 1):
-            stage = stage_dir(lab, name, lr, n, seed, r)
-            secs += lab.train(args + spec['stage'] + rate + [f'--dataset=hops{n}'] + start, stage, seed)
+            stage_args = args + spec['stage'] + rate + [f'--dataset=hops{n}'] + start
+            stage = own_dir(lab, stage_args, name, lr, n, seed, r)
+            secs += lab.train(stage_args, stage, seed)
             if retrain:
                 lab.ensure_ckpt(stage)
             start, stages = [f'--init_from={stage}'], stages + [(n, stage)]
@@ -255,8 +275,9 @@ def depth_run(lab, name, lr, seed):
         if n == 1 and seed == RATE_SEED and listing_unread(stage):   # the reported seeds' tables need the task
                                                                       # read at a rate where RATE_SEED read it
             return secs, val_curve(stage)[-1][1], None, stages
-    out = stage_dir(lab, name, lr, None, seed, r)    # the task (hop counts 1 ... 6): one more stage
-    secs += lab.train(args + spec['stage'] + rate + ['--dataset=hops'] + start, out, seed)
+    task_args = args + spec['stage'] + rate + ['--dataset=hops'] + start    # the task (hop counts 1 ... 6)
+    out = own_dir(lab, task_args, name, lr, None, seed, r)
+    secs += lab.train(task_args, out, seed)
 
     if seed == RATE_SEED:
         return secs, lab.evaluate(out, '--stream=True')['loss'], {}, stages + [(None, out)]

@@ -50,9 +50,11 @@ def trained_otherwise(out, args):
     """How the finished run in out differs from the one args ask for: other starting weights (--init_from)
     or another rate (--learning_rate), where args name them; None where it is that run, or there is none."""
     path = os.path.join(out, 'done.json')
-    if not os.path.isfile(path):
-        return None
-    done = json.load(open(path))
+    return differs(json.load(open(path)), args) if os.path.isfile(path) else None
+
+
+def differs(done, args):
+    """How the run a done.json describes differs from the one args ask for (trained_otherwise)."""
     argv = done.get('argv') or done['command'].split()
     src = init_source(args)
     if src is not None and f'--init_from={src}' not in argv:
@@ -81,6 +83,15 @@ class Lab(Pool):
         or a quick --iters look."""
         rel = os.path.relpath(out, self.opts.out)
         return None if self.opts.iters or rel.startswith('..') else rel.replace(os.sep, '/')
+
+    def held_otherwise(self, out, args):
+        """How the run that out holds, in its folder or else in its record, differs from the one args ask for
+        (trained_otherwise); None where it is that run, or there is none."""
+        run = None if self.opts.fresh else self.record_of(out)
+        rec = self.records.get(run) if run else None
+        if os.path.isfile(os.path.join(out, 'done.json')) or not {'argv', 'command'} & set((rec or {}).get('done', {})):
+            return trained_otherwise(out, args)
+        return differs(rec['done'], args)
 
     def keep(self, out):
         """A finished run's record appended to results/runs/<paper>.jsonl (what it adds to the record there)."""
