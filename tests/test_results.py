@@ -779,51 +779,75 @@ def test_the_depth_tables_draw_no_verdict_before_every_reported_seed_is_recorded
 
 def test_a_depth_stage_is_judged_by_the_weights_its_readings_read(lab, tmp_path, monkeypatch):
     # a reported seed whose stages the records hold (trained on another CPU, each learned at once): each is
-    # trained again for its checkpoint before the repeat rule reads it, and where the retrain ends stage 2 above
-    # the rule's bar the rule repeats stage 2, as it would have on these weights. A seed whose test readings
-    # are recorded trains nothing again, and its curve decides.
+    # trained again for its checkpoint before the repeat rule reads it, and where the retrain of stage 2 ends
+    # elsewhere than its record the curriculum goes on from a stage 2 of its own, trained anew (the retrain's own
+    # curve just short of learned, so it repeats), never from weights whose curve the rule did not read. Under
+    # --rebuild the records make the same path. A seed whose test readings are recorded trains nothing again.
     import battery
     monkeypatch.chdir(tmp_path)
-    bar = lambda n: math.log(7) / (2 * n)    # hops 1 ... n - 1 exact, hop n at chance among 7: half that loss
-    retrained = []
+    bar = lambda n: math.log(7) / (2 * n)    # noqa: E731 (hops 1 ... n - 1 exact, hop n at chance among 7: half)
+    retrained, trained = [], []
 
-    def train(args, out, seed, iters=None):    # the record's curve, restored: each stage learned
+    def train(args, out, seed, iters=None):
         n = int(next(a for a in args if a.startswith('--dataset=hops'))[len('--dataset=hops'):] or 6)
+        if os.path.isfile(os.path.join(out, 'log.jsonl')):    # restored from its record: nothing trains
+            return 0.0
+        trained.append(out)
         os.makedirs(out, exist_ok=True)
+        json.dump({'argv': ['train.py', *args]}, open(os.path.join(out, 'done.json'), 'w'))
+        loss = bar(n) + 1e-3 if out.endswith('_up_to_2_hops_b-s1338') else bar(n) - 1e-3
         with open(os.path.join(out, 'log.jsonl'), 'w') as f:
-            f.write(json.dumps({'kind': 'eval', 'iter': 1000, 'val_loss': bar(n) - 1e-3}) + '\n')
+            f.write(json.dumps({'kind': 'eval', 'iter': 1000, 'val_loss': loss}) + '\n')
         return 60.0
 
     def ensure_ckpt(out):
+        if out in trained:    # trained here: its checkpoint is here
+            return
         retrained.append(out)
-        if '_up_to_2_hops-' in out:    # stage 2's first pass, on this CPU: just short of learned
+        if out.endswith('_up_to_2_hops-s1338'):    # stage 2's first pass, on this CPU: ends elsewhere
             os.makedirs(os.path.join(out, 'eval'), exist_ok=True)
             json.dump({'record': [[1000, bar(2) - 1e-3]], 'retrained': [[1000, bar(2) + 1e-3]]},
                       open(os.path.join(out, 'eval', 'retrain.json'), 'w'))
+            lab.records.keep(lab.record_of(out), {'done': json.load(open(os.path.join(out, 'done.json'))),
+                                                  'eval': {'retrain.json': {}}})
     monkeypatch.setattr(lab, 'train', train)
     monkeypatch.setattr(lab, 'ensure_ckpt', ensure_ckpt)
     monkeypatch.setattr(lab, 'evaluate', lambda out, *a: {'loss': 0.1})
     monkeypatch.setattr(lab, 'eval_json', lambda out, file, *a, sub=None: {
         'tasks': {t: {'generate': 1.0} for t in battery.HOP_TASKS}})
+    spec = lab_spec.PAPERS['depth']
+    base = [*spec['runs']['GPT 6L'], *spec['stage'], '--learning_rate=0.002', '--min_lr=0.0002']
+    src = []
+    for n in (1, 2, 3, 4, 5, None):    # the other CPU's records: each stage learned at once
+        out = lab_depth.stage_dir(lab, 'GPT 6L', 2e-3, n, 1338)
+        train([*base, f'--dataset=hops{n or ""}', *src], out, 1338)
+        lab.records.keep(lab.record_of(out), {'done': json.load(open(os.path.join(out, 'done.json'))), 'eval': {}})
+        src = [f'--init_from={out}']
+    trained[:] = []
     *_, stages = lab_depth.depth_run(lab, 'GPT 6L', 2e-3, 1338)
-    assert [n for n, _ in stages] == [1, 2, 2, 3, 4, 5, None]
-    assert retrained == [d for _, d in stages[:-1]]
-    # the same chain under the old rule (the record's curve deciding) had stage 2 once; under --rebuild the
-    # recorded eval/retrain.json decides without training
-    lab.opts.rebuild = True
-    assert [n for n, _ in lab_depth.depth_run(lab, 'GPT 6L', 2e-3, 1338)[3]] == [1, 2, 2, 3, 4, 5, None]
+    new = [(1, 0, ''), (2, 0, ''), (2, 0, 'b'), (2, 1, ''), (3, 1, ''), (4, 1, ''), (5, 1, ''), (None, 1, '')]
+    got = [lab_depth.stage_dir(lab, 'GPT 6L', 2e-3, n, 1338, r, alt) for n, r, alt in new]
+    assert [d for _, d in stages] == [got[0], *got[2:]]    # the retrained stage 2 is left behind
+    assert retrained == got[:2] and trained == got[2:]
+    # under --rebuild the records (stage 2's retrain among them) make the same path without training
+    os.remove(os.path.join(got[1], 'eval', 'retrain.json'))
+    lab.opts.rebuild, trained[:] = True, []
+    monkeypatch.setattr(lab, 'train', lambda args, out, seed: 0.0)
+    assert lab_depth.depth_run(lab, 'GPT 6L', 2e-3, 1338)[3] == stages
     lab.opts.rebuild, retrained[:] = False, []
     task = lab_depth.stage_dir(lab, 'GPT 6L', 2e-3, None, 1339, 0)
     lab.records.keep(lab.record_of(task), {'done': {'seconds': 60.0}, 'eval': {'test/battery.json': {}}})
+    monkeypatch.setattr(lab, 'train', train)
     assert [n for n, _ in lab_depth.depth_run(lab, 'GPT 6L', 2e-3, 1339)[3]] == [1, 2, 3, 4, 5, None]
     assert retrained == []
 
 
 def test_a_depth_curriculum_sent_down_another_path_trains_under_its_own_names(lab, tmp_path, monkeypatch):
     # the records hold seed 1338's old path: stage 2 repeated once, then stages 3 ... 5 and the task at repeat
-    # count 1. Trained again here, stage 2 ends learned (eval/retrain.json) and stage 3 is repeated instead, so from
-    # stage 3's repeat on the new path meets the old one's names with other starting weights: each such stage
-    # trains under a name of its own, the old records stay as they are, and a second call finds the same folders
+    # count 1, stage 2's first pass trained again elsewhere (eval/retrain.json). Trained anew here, stage 2 is learned
+    # at once and stage 3 is repeated instead, so from stage 3's repeat on the new path meets the old one's names
+    # with other starting weights: each such stage trains under a name of its own, the old records stay as they
+    # are, and a second call finds the same folders
     import battery
     monkeypatch.chdir(tmp_path)
     bar = lambda n: math.log(7) / (2 * n)    # noqa: E731 (stage_learned's)
@@ -834,7 +858,7 @@ def test_a_depth_curriculum_sent_down_another_path_trains_under_its_own_names(la
         src = lab_depth.stage_dir(lab, 'GPT 6L', 2e-3, m, 1338, q)
         lab.records.keep(lab.record_of(lab_depth.stage_dir(lab, 'GPT 6L', 2e-3, n, 1338, r)), {
             'done': {'argv': ['train.py', *base, f'--init_from={src}']},
-            'eval': {'test/battery.json': {}} if n is None else {}})
+            'eval': {'test/battery.json': {}} if n is None else {'retrain.json': {}} if (n, r) == (2, 0) else {}})
     before = open(lab.records.path('depth')).read()
     trained = []
 
@@ -846,9 +870,6 @@ def test_a_depth_curriculum_sent_down_another_path_trains_under_its_own_names(la
         loss = bar(n) + 1e-3 if n in (2, 3) and not out.endswith('_b-s1338') else bar(n) - 1e-3
         with open(os.path.join(out, 'log.jsonl'), 'w') as f:
             f.write(json.dumps({'kind': 'eval', 'iter': 1000, 'val_loss': loss}) + '\n')
-        if n == 2:    # the record's stage 2 was not learned; trained again here it is
-            json.dump({'record': [[1000, loss]], 'retrained': [[1000, bar(2) - 1e-3]]},
-                      open(os.path.join(out, 'eval', 'retrain.json'), 'w'))
         trained.append(out)
         return 60.0
     monkeypatch.setattr(lab, 'train', train)
@@ -856,7 +877,7 @@ def test_a_depth_curriculum_sent_down_another_path_trains_under_its_own_names(la
     monkeypatch.setattr(lab, 'eval_json', lambda out, file, *a, sub=None: {
         'tasks': {t: {'generate': 1.0} for t in battery.HOP_TASKS}})
     *_, stages = lab_depth.depth_run(lab, 'GPT 6L', 2e-3, 1338)
-    new = [(1, 0, ''), (2, 0, ''), (3, 0, ''), (3, 1, 'b'), (4, 1, 'b'), (5, 1, 'b'), (None, 1, 'b')]
+    new = [(1, 0, ''), (2, 0, 'b'), (3, 0, ''), (3, 1, 'b'), (4, 1, 'b'), (5, 1, 'b'), (None, 1, 'b')]
     assert [d for _, d in stages] == [lab_depth.stage_dir(lab, 'GPT 6L', 2e-3, n, 1338, r, alt) for n, r, alt in new]
     assert open(lab.records.path('depth')).read() == before
     trained[:] = []

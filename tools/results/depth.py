@@ -212,25 +212,31 @@ ALTS = ('', *'bcdefgh')
 
 
 def own_dir(lab, args, name, lr, n, seed, r):
-    """The folder of the stage that args train: stage_dir(), or where that name holds a run from other weights
-    (a retrain that ends elsewhere can send the repeat rule down another path, which can meet the old path's
-    stage and repeat count again), the first name of ALTS free of one, so the old path's records stay as they are."""
+    """The folder of the stage that args train: stage_dir(), or the first name of ALTS free of a run from other
+    weights (a curriculum sent down another path can meet the old path's stage and repeat count again) and, for a
+    curriculum stage, of a retrain that ended elsewhere than its record (retrained_elsewhere), so that the old
+    records stay as they are and the repeat rule reads the curve of the weights the next stage starts from."""
     for alt in ALTS:
         out = stage_dir(lab, name, lr, n, seed, r, alt)
-        if not lab.held_otherwise(out, args):
+        if not lab.held_otherwise(out, args) and not (n and retrained_elsewhere(lab, out)):
             return out
     fail(f"{stage_dir(lab, name, lr, n, seed, r)} and its alternatives {', '.join(ALTS[1:])} each hold another run "
          "than this curriculum's: move them aside")
 
 
+def retrained_elsewhere(lab, out):
+    """The run in out was trained again for its checkpoint and ended elsewhere than its record (runner.ensure_ckpt's
+    eval/retrain.json, in its folder or its record): its weights here are another run than its recorded curve."""
+    run = lab.record_of(out)
+    return os.path.isfile(os.path.join(out, 'eval', 'retrain.json')) or \
+        'retrain.json' in ((lab.records.get(run) if run else None) or {}).get('eval', {})
+
+
 def stage_learned(out, n):
     """Stage n (hop counts 1 ... n) has learned its newest hop: its last answer loss is below half of what it is
-    with hops 1 ... n - 1 exact and hop n at chance, -ln(chance) / n (the n hop counts are equally frequent).
-    The loss of the weights the readings read: a retrain's that ended elsewhere than its record (eval/retrain.json)."""
+    with hops 1 ... n - 1 exact and hop n at chance, -ln(chance) / n (the n hop counts are equally frequent)."""
     from battery import CHANCE
-    retrain = os.path.join(out, 'eval', 'retrain.json')
-    last = json.load(open(retrain))['retrained'][-1][1] if os.path.isfile(retrain) else val_curve(out)[-1][1]
-    return last < -math.log(CHANCE[f'hop{n}of{n}']) / (2 * n)
+    return val_curve(out)[-1][1] < -math.log(CHANCE[f'hop{n}of{n}']) / (2 * n)
 
 
 def readings_recorded(lab, name, lr, seed):
@@ -258,8 +264,9 @@ def depth_run(lab, name, lr, seed):
     spec, rate = PAPERS['depth'], [f'--learning_rate={lr}', f'--min_lr={lr / 10:g}']
     args = {**spec['runs'], **spec['looped']}[name]
     secs, start, r, stages = 0, [], 0, []
-    # a reported seed's readings need its weights: a stage restored from its record is trained again before the
-    # rule reads it, so the rule reads the weights the readings read (another CPU's record can end elsewhere)
+    # a reported seed's readings need its weights: a stage restored from its record is trained again for them,
+    # and where that ends elsewhere (another CPU's record) the curriculum goes on from a run of its own, trained
+    # anew from the stage before, so the rule reads the curve of the weights the readings read
     retrain = seed != RATE_SEED and not lab.opts.rebuild and not readings_recorded(lab, name, lr, seed)
     for n in UP_TO:
         for again in range(STAGE_REPEATS + 1):
@@ -268,6 +275,9 @@ def depth_run(lab, name, lr, seed):
             secs += lab.train(stage_args, stage, seed)
             if retrain:
                 lab.ensure_ckpt(stage)
+                if retrained_elsewhere(lab, stage):
+                    stage = own_dir(lab, stage_args, name, lr, n, seed, r)
+                    secs += lab.train(stage_args, stage, seed)
             start, stages = [f'--init_from={stage}'], stages + [(n, stage)]
             if again == STAGE_REPEATS or stage_learned(stage, n):
                 break
