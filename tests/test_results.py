@@ -772,6 +772,10 @@ def test_the_depth_tables_draw_no_verdict_before_every_reported_seed_is_recorded
     assert md.split('**Gate')[1].count('**Pending: no verdict yet.**') == 1 and 'hold 0 of those 40 runs' in md
     assert md.endswith('\n'.join(f"- {n}: rate not chosen yet (seed 1337's answer loss so far: none)"
                                  for n in lab_spec.PAPERS['depth']['looped']))
+    # the figure keeps the decided gate (its GPTs' exact match, their brackets) beside the looped runs' progress
+    assert [len(a.lines) > 0 for a in fig.axes] == [True, True, False] and fig.axes[2].has_data()
+    assert fig.axes[2].get_title() == 'reported seeds recorded'
+    assert len(fig.axes[2].patches) == len(lab_spec.PAPERS['depth']['looped'])
     lab.opts.rebuild = False     # without --rebuild a run the records lack is trained, not left pending
     with pytest.raises(Unrecorded):
         lab_depth.depth(lab, 5)

@@ -75,7 +75,7 @@ def depth(lab, seeds):
             if pending(names, l_best, ss, done):    # under --rebuild: the pairs decided, then what the others lack
                 rest = {n: tuned[n].result() for pair in pairs[i - 1:] for n in pair}
                 return depth_progress(lab, {n: g for n, (g, _) in rest.items()}, {n: b for n, (_, b) in rest.items()},
-                                      ss, done, md + ['', *l_md], rows + l_rows)
+                                      ss, done, md + ['', *l_md], rows + l_rows, fig)
             unread = [n for n in names if l_best[n] is None]
             read = [n for n in names if l_best[n] is not None]
             l_rows, l_acc = depth_rows(lab, read, l_best, ss, done)
@@ -98,9 +98,10 @@ def pending(names, best, ss, done):
             if best[n] == PENDING or done[(n, best[n], s)] is None]
 
 
-def depth_progress(lab, grids, best, ss, done, md=(), rows=()):
+def depth_progress(lab, grids, best, ss, done, md=(), rows=(), fig=None):
     """The tables while the records lack runs (--rebuild before every run is trained): what each run of grids
-    has recorded, and no verdict. md, rows: the sections and rows decided before them. Returns depth()'s triple."""
+    has recorded, and no verdict. md, rows, fig: the sections, rows and figure decided before them (until a looped
+    pair is decided, the figure's third slot counts the seeds recorded). Returns depth()'s triple."""
     rows, lines, names = list(rows), [], [n for n in grids if best[n] is not None]
     for name in names:
         if best[name] == PENDING:
@@ -122,10 +123,15 @@ def depth_progress(lab, grids, best, ss, done, md=(), rows=()):
           f"the test split; the records hold {have} of those {len(ss) * len(names)} runs so far (exact match per k for the gate's GPTs, at three lookups or more per test-time depth "
           "for the looped models), and `python -m tools.results depth` trains the rest:", '', *lines,
           *retrained_md([n for n in names if best[n] != PENDING], best, ss, done)]
-    fig = plt.figure(figsize=(5.7, 4))
-    ax = fig.add_subplot(1, 1, 1)
-    ax.barh(names, [0 if best[n] == PENDING else sum(done[(n, best[n], s)] is not None for s in ss) for n in names])
-    ax.set(title='reported seeds recorded', xlabel='seeds', xlim=(0, len(ss)))
+    if fig is None:    # the gate not decided yet
+        fig = plt.figure(figsize=(5.7, 4))
+        fig.add_subplot(1, 1, 1)
+    elif len(fig.axes) < 3:    # the gate's figure, its slot for the looped pairs empty
+        fig.add_subplot(1, 3, 3)
+    ax = fig.axes[-1]
+    if not ax.has_data():
+        ax.barh(names, [0 if best[n] == PENDING else sum(done[(n, best[n], s)] is not None for s in ss) for n in names])
+        ax.set(title='reported seeds recorded', xlabel='seeds', xlim=(0, len(ss)))
     return rows, fig, '\n'.join(md)
 
 
