@@ -765,12 +765,17 @@ def test_the_depth_tables_draw_no_verdict_before_every_reported_seed_is_recorded
     have |= {(name, seed) for name in best for seed in range(1338, 1343)}
     lab.opts.rebuild = True
     lab.stopping.clear()    # the failure above stopped the lab
-    monkeypatch.setattr(lab_depth, 'depth_run', lambda lab, name, *a: run(lab, name, *a) if name in best else
-                        (_ for _ in ()).throw(Unrecorded(name)))
+
+    def looped(lab, name, lr, seed):    # of the looped runs, one rate of Parcae's bracket is recorded
+        if (name, lr, seed) == ('Parcae', 1e-3, lab_spec.RATE_SEED):
+            return 60.0, 0.25, {}, [(None, str(tmp_path / 'parcae'))]
+        raise Unrecorded(name)
+    monkeypatch.setattr(lab_depth, 'depth_run', lambda lab, name, *a: (run if name in best else looped)(lab, name, *a))
     rows, fig, md = lab_depth.depth(lab, 5)
     assert [r['run'] for r in rows] == ['GPT 3L (lr 0.001)', 'GPT 6L (lr 0.002)'] and '**Gate: holds**' in md
     assert md.split('**Gate')[1].count('**Pending: no verdict yet.**') == 1 and 'hold 0 of those 40 runs' in md
-    assert md.endswith('\n'.join(f"- {n}: rate not chosen yet (seed 1337's answer loss so far: none)"
+    assert md.endswith('\n'.join(f"- {n}: rate not chosen yet (seed 1337's answer loss so far: "
+                                 f"{'0.001 0.250' if n == 'Parcae' else 'none'})"
                                  for n in lab_spec.PAPERS['depth']['looped']))
     # the figure keeps the decided gate (its GPTs' exact match, their brackets) beside the looped runs' progress
     assert [len(a.lines) > 0 for a in fig.axes] == [True, True, False] and fig.axes[2].has_data()

@@ -162,7 +162,7 @@ def depth_tune(lab, name, done, ss):
                 return {lr: got(lr)[1] for lr in DEPTH_LRS}, None
             lrs, best = bracket(DEPTH_LRS, loss)
         except Pending:
-            return {lr: done[j][1] for j in sorted(done) if j[0] == name and j[2] == RATE_SEED and done[j]}, PENDING
+            return {j[1]: done[j][1] for j in sorted(done) if j[0] == name and j[2] == RATE_SEED and done[j]}, PENDING
         depth_train(lab, [(name, best, s) for s in ss], done)
     return {lr: got(lr)[1] for lr in lrs}, best
 
