@@ -1,6 +1,7 @@
 """tools/results/'s comparisons are fair where they claim to be (parameter counts from the very argument
 lists the driver trains), a run that diverges is a result rather than a crash, and a missing dataset
 is one line. Nothing here trains a model."""
+import collections
 import json
 import math
 import os
@@ -781,6 +782,22 @@ def test_the_depth_tables_draw_no_verdict_before_every_reported_seed_is_recorded
     assert [len(a.lines) > 0 for a in fig.axes] == [True, True, False] and fig.axes[2].has_data()
     assert fig.axes[2].get_title() == 'reported seeds recorded'
     assert len(fig.axes[2].patches) == len(lab_spec.PAPERS['depth']['looped'])
+    # TextNCA residual read no listing at any rate, its control read it: the control's seeds are not to come
+    def unread(lab, name, lr, seed):
+        if seed == lab_spec.RATE_SEED and name == 'TextNCA residual':
+            return 60.0, 3.0, None, [(1, str(tmp_path / 'nca'))]
+        if seed == lab_spec.RATE_SEED and name == 'TextNCA residual Ts=1':
+            return 60.0, 1 + abs(math.log(lr / 2e-3)), {}, [(None, str(tmp_path / 'nca1'))]
+        return looped(lab, name, lr, seed)
+    monkeypatch.setattr(lab_depth, 'depth_run', lambda lab, name, *a: (run if name in best else unread)(lab, name, *a))
+    rows, fig, md = lab_depth.depth(lab, 5)
+    assert 'hold 0 of those 30 runs' in md and '- TextNCA residual:' not in md and '- TextNCA residual Ts=1 (' not in md
+    assert ("- TextNCA residual Ts=1 read the listing (seed 1337's answer loss 0.001 1.693, 0.002 1.000, 0.004 1.693; "
+            "its rate 0.002), but TextNCA residual at no rate, so TextNCA residual Ts=1's reported seeds were not "
+            "trained: they decide nothing alone") in md
+    assert len(fig.axes[2].patches) == len(lab_spec.PAPERS['depth']['looped']) - 2
+    nca = ('TextNCA residual', 'TextNCA residual Ts=1')
+    assert lab_depth.pending(nca, dict(zip(nca, (None, 2e-3))), [1338], collections.defaultdict(lambda: None)) == []
     lab.opts.rebuild = False     # without --rebuild a run the records lack is trained, not left pending
     with pytest.raises(Unrecorded):
         lab_depth.depth(lab, 5)
@@ -901,8 +918,9 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
     # most (k = 1, 2 and k = 6, two back around the cycle), which the gate leaves out. Each
     # stage's last answer loss: the 3L never learns a stage's newest hop past the first; the 6L learns each
     # at once, but seed 1338's stage 2, which it learns when repeated. TextNCA never reads the listing (ln 26 on
-    # one hop, a guess over every letter), its control learns as the other looped models do, but for seed 1338's
-    # one-hop stages: a seed other than the bracket's goes on, its table needing the task read
+    # one hop, a guess over every letter); its control learns as the other looped models do, and trains no seeds:
+    # the pair is not decidable whatever they read. Parcae mu=1's seed 1338 stays at ln 26 on its one-hop stages: a
+    # seed other than the bracket's goes on, its table needing the task read
     import battery
     monkeypatch.chdir(tmp_path)
     best = {'GPT 3L': 2e-3, 'GPT 6L': 5e-4}
@@ -910,7 +928,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
 
     def stage_loss(out, seed, n):
         at_chance = math.log(7) / n    # hops 1 ... n - 1 exact, hop n at chance among 7
-        if 'TextNCA_lr_' in out or ('TextNCA_Ts_1_' in out and seed == 1338 and n == 1):
+        if 'TextNCA_lr_' in out or ('mu_1' in out and seed == 1338 and n == 1):
             return math.log(26)
         if '3L' in out:
             return 0.001 if n == 1 else at_chance
@@ -981,7 +999,7 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
     assert [r['run'] for r in rows][:2] == ['GPT 3L (lr 0.002)', 'GPT 6L (lr 0.0005)']
     looped = lab_spec.PAPERS['depth']['looped']
     if deep_wins:    # the looped models and their controls train only once the gate holds, each at its own rate
-        assert [r['run'] for r in rows][2:] == [f'{n} (lr 0.002)' for n in looped if n != 'TextNCA']
+        assert [r['run'] for r in rows][2:] == [f'{n} (lr 0.002)' for n in looped if n not in ('TextNCA', 'TextNCA Ts=1')]
         # TextNCA: three passes of one hop at each rate of the grid, seed 1337 only, then no wider grid, no seeds
         more = lab_spec.STAGE_REPEATS
         assert sorted(out for out, _, _ in trained if 'TextNCA_lr_' in out) == sorted(
@@ -989,21 +1007,27 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
         assert (f"**TextNCA against TextNCA Ts=1: not decidable on this task.** TextNCA ended its one-hop stages "
                 f"(seed 1337, {1 + more} passes) at 3.258 at 0.001, 3.258 at 0.002, 3.258 at 0.004: no better than "
                 f"a uniform guess among the listed letters (1.946)") in md
+        grid = ', '.join(f'{lr:g} {1 + abs(math.log(lr / 2e-3)):.3f}' for lr in lab_spec.DEPTH_LRS)
+        assert (f"; TextNCA Ts=1 read the listing (seed 1337's answer loss {grid}; its rate 0.002), but TextNCA at no "
+                "rate, so TextNCA Ts=1's reported seeds were not trained: they decide nothing alone.") in md
+        assert {seed for out, seed, _ in trained if 'TextNCA_Ts_1_' in out} == {1337}
         assert '| Ts | TextNCA (lr' not in md and '| Ts | TextNCA residual (lr 0.002) |' in md
-        s1338 = [out for out, seed, _ in trained if 'TextNCA_Ts_1_lr_0_002' in out and seed == 1338]
-        assert s1338[:4] == [lab_depth.stage_dir(lab, 'TextNCA Ts=1', 2e-3, n, 1338, r) for n, r in ((1, 0), (1, 1), (1, 2),
-                                                                                              (2, 2))]
-        assert re.fullmatch(r'out-results/depth/TextNCA_Ts_1_lr_0_002_\d+-s1338', s1338[-1])    # the task itself
+        s1338 = [out for out, seed, _ in trained if 'Parcae_mu_1_lr_0_002' in out and seed == 1338]
+        assert s1338[:4] == [lab_depth.stage_dir(lab, 'Parcae mu=1', 2e-3, n, 1338, r) for n, r in ((1, 0), (1, 1), (1, 2),
+                                                                                             (2, 2))]
+        assert re.fullmatch(r'out-results/depth/Parcae_mu_1_lr_0_002_\d+-s1338', s1338[-1])    # the task itself
         assert {lr_of(out) for out, seed, _ in trained if 'mu_1' in out} == set(lab_spec.DEPTH_LRS)
         assert '| num_recur | Parcae (lr 0.002) | Parcae mu=1 (lr 0.002) |' in md
         assert '| 6 | 0.752 +- 0.001 | 0.152 +- 0.001 | +0.600 | holds |' in untested(md)
         first = {r['run'].split(' (lr')[0]: r['dirs'][0] for r in rows[2:]}
-        tokens = 7 * 64 * 64 * 3000    # seed 1338: 5 stages, stage 2 again and the task, 3,000 it. of 64 x 64
+        # seed 1338's stages of 3,000 it. of 64 x 64: 5, stage 2 again and the task; Parcae mu=1's one-hop stage
+        # twice again and its stage 2 to the cap (10)
+        tokens = {name: (10 if name == 'Parcae mu=1' else 7) * 64 * 64 * 3000 for name in first}
         for model, control in list(lab_spec.PAPERS['depth']['controls'].items())[:3]:
             line = next(x for x in md.splitlines() if x.startswith('Parameters') and f': {model} ' in x)
             (p, e, f), (pc, ec, fc) = tables.counts(first[model]), tables.counts(first[control])
-            assert f": {model} {p:,} / {e:,}, {f / 1e6:.2f}M, {tokens / e:.0f}; {control} {pc:,} / {ec:,}, " \
-                   f"{fc / 1e6:.2f}M, {tokens / ec:.0f}." in line
+            assert f": {model} {p:,} / {e:,}, {f / 1e6:.2f}M, {tokens[model] / e:.0f}; {control} {pc:,} / {ec:,}, " \
+                   f"{fc / 1e6:.2f}M, {tokens[control] / ec:.0f}." in line
             assert fc < f and abs(ec - e) <= e // 100    # the same model, run once
         assert untested(md).count('| 1 | 0.252 +- 0.001 | 0.152 +- 0.001 | +0.100 | holds |') == 3
         assert len([a for a in fig.axes if a.has_data()]) == 3

@@ -3,7 +3,7 @@ looped models' depth sweeps against their depth-1 controls."""
 import json
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from battery import UP_TO
 from tools.results.pool import fail
@@ -64,7 +64,8 @@ def depth(lab, seeds):
                                                  "command resumes them and rewrites this file)."]), seeds)
     pairs = list(spec['controls'].items())
     with ThreadPoolExecutor(len(spec['looped'])) as pool:    # all side by side, slot() training the first pair's first
-        tuned = {name: pool.submit(depth_tune, lab, name, done, ss) for name in spec['looped']}
+        bracketed = {name: Future() for name in spec['looped']}
+        tuned = {name: pool.submit(depth_tune, lab, name, done, ss, bracketed) for name in spec['looped']}
         l_rows, l_md = [], []
         for i in range(1, len(pairs) + 1):    # each pair's table as soon as it is decided
             names = [name for pair in pairs[:i] for name in pair]
@@ -77,11 +78,11 @@ def depth(lab, seeds):
                 return depth_progress(lab, {n: g for n, (g, _) in rest.items()}, {n: b for n, (_, b) in rest.items()},
                                       ss, done, md + ['', *l_md], rows + l_rows, fig)
             unread = [n for n in names if l_best[n] is None]
-            read = [n for n in names if l_best[n] is not None]
+            read = [n for n in names if l_best[n] is not None and not alone(n, l_best)]
             l_rows, l_acc = depth_rows(lab, read, l_best, ss, done)
             l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in read}) \
                 if read else []
-            l_md += depth_unread_md(unread, l_grids) + retrained_md(read, l_best, ss, done)
+            l_md += depth_unread_md(unread, l_grids, l_best) + retrained_md(read, l_best, ss, done)
             fig = depth_figure(acc, grids, best, holds)
             depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
             if i < len(pairs):
@@ -94,7 +95,8 @@ def depth(lab, seeds):
 def pending(names, best, ss, done):
     """The (run, seed)s of names that the records lack (only under --rebuild): RATE_SEED's where the rate is not
     chosen yet, else the reported seeds' not recorded."""
-    return [(n, s) for n in names for s in ([RATE_SEED] if best[n] == PENDING else ss if best[n] else [])
+    return [(n, s) for n in names
+            for s in ([RATE_SEED] if best[n] == PENDING else [] if best[n] is None or alone(n, best) else ss)
             if best[n] == PENDING or done[(n, best[n], s)] is None]
 
 
@@ -102,8 +104,13 @@ def depth_progress(lab, grids, best, ss, done, md=(), rows=(), fig=None):
     """The tables while the records lack runs (--rebuild before every run is trained): what each run of grids
     has recorded, and no verdict. md, rows, fig: the sections, rows and figure decided before them (until a looped
     pair is decided, the figure's third slot counts the seeds recorded). Returns depth()'s triple."""
-    rows, lines, names = list(rows), [], [n for n in grids if best[n] is not None]
-    for name in names:
+    rows, lines = list(rows), []
+    names = [n for n in grids if best[n] is not None and not alone(n, best)]    # the runs with seeds to come
+    for name in grids:
+        if alone(name, best):
+            lines.append(f"- {alone_line(name, grids, best)}")
+        if name not in names:
+            continue
         if best[name] == PENDING:
             lines.append(f"- {name}: rate not chosen yet (seed {RATE_SEED}'s answer loss so far: " +
                          (', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) or 'none') + ')')
@@ -142,11 +149,30 @@ class Pending(Exception):
 PENDING = 'pending'
 
 
-def depth_tune(lab, name, done, ss):
+def depth_tune(lab, name, done, ss, bracketed=None):
     """One run's rate, bracket() over DEPTH_LRS on RATE_SEED by the answer loss, then its seeds ss at that
     rate: ({lr: loss}, the rate). A model that reads no listing at any rate of DEPTH_LRS has no rate to
     find: ({lr: its one-hop loss}, None), no wider grid, no more seeds. Under --rebuild, a bracket the
-    records do not finish: ({lr: loss} recorded, PENDING)."""
+    records do not finish: ({lr: loss} recorded, PENDING). bracketed: the looped runs' {name: Future}, each
+    given its run's rate once bracketed; a looped run trains no seeds where the other side of its pair
+    (partner()) read no listing: that pair is not decidable whatever its seeds would read."""
+    try:
+        grid, best = depth_bracket(lab, name, done)
+    except BaseException as e:
+        if bracketed:
+            bracketed[name].set_exception(e)
+        raise
+    if bracketed:
+        bracketed[name].set_result(best)
+    if best in (None, PENDING) or bracketed and bracketed[partner(name)].result() is None:
+        return grid, best
+    with lab.live(depth_rank(name)):
+        depth_train(lab, [(name, best, s) for s in ss], done)
+    return grid, best
+
+
+def depth_bracket(lab, name, done):
+    """depth_tune()'s bracket alone, trained on RATE_SEED: ({lr: loss}, the rate, or None or PENDING)."""
     def got(lr):
         if done[(name, lr, RATE_SEED)] is None:
             raise Pending
@@ -163,8 +189,19 @@ def depth_tune(lab, name, done, ss):
             lrs, best = bracket(DEPTH_LRS, loss)
         except Pending:
             return {j[1]: done[j][1] for j in sorted(done) if j[0] == name and j[2] == RATE_SEED and done[j]}, PENDING
-        depth_train(lab, [(name, best, s) for s in ss], done)
     return {lr: got(lr)[1] for lr in lrs}, best
+
+
+def partner(name):
+    """The other side of a looped run's pair (its control, or the model a control is for); None for a GPT."""
+    pairs = PAPERS['depth']['controls']
+    return pairs.get(name) or next((m for m, c in pairs.items() if c == name), None)
+
+
+def alone(name, best):
+    """name read the listing and the other side of its pair at no rate: the pair is not decidable, and name's
+    reported seeds are not trained."""
+    return best[name] not in (None, PENDING) and partner(name) in best and best[partner(name)] is None
 
 
 def depth_rows(lab, runs, best, ss, done):
@@ -407,14 +444,22 @@ def depth_looped_md(acc, grids, rows, gpt, stages):
     return md
 
 
-def depth_unread_md(unread, grids):
+def depth_unread_md(unread, grids, best):
     """A line per pair a side of which read no listing at any rate: not decidable on this task."""
     md = []
     for model, control in PAPERS['depth']['controls'].items():
         names = [n for n in (model, control) if n in unread]
         if names:
-            md += [f"**{model} against {control}: not decidable on this task.** {unread_line(names, grids)}.", '']
+            md += [f"**{model} against {control}: not decidable on this task.** {unread_line(names, grids)}" +
+                   ''.join(f"; {alone_line(n, grids, best)}" for n in (model, control) if alone(n, best)) + '.', '']
     return md
+
+
+def alone_line(name, grids, best):
+    """Why a side that read the listing trained no reported seeds: the other side of its pair read it at no rate."""
+    return (f"{name} read the listing (seed {RATE_SEED}'s answer loss " +
+            ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) + f"; its rate {best[name]:g}), but "
+            f"{partner(name)} at no rate, so {name}'s reported seeds were not trained: they decide nothing alone")
 
 
 def unread_line(names, grids):
