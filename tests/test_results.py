@@ -796,6 +796,10 @@ def test_the_depth_tables_draw_no_verdict_before_every_reported_seed_is_recorded
             "its rate 0.002), but TextNCA residual at no rate, so TextNCA residual Ts=1's reported seeds were not "
             "trained: they decide nothing alone") in md
     assert len(fig.axes[2].patches) == len(lab_spec.PAPERS['depth']['looped']) - 2
+    assert ("- TextNCA residual ended its one-hop stages (seed 1337, 3 passes) at 3.000 at 0.001, 3.000 at 0.002, "
+            "3.000 at 0.004: no better than a uniform guess among the listed letters (1.946), so the listing that "
+            "every hop looks up was never read, and the curriculum stopped there: its pair is not decidable on this "
+            "task") in md
     nca = ('TextNCA residual', 'TextNCA residual Ts=1')
     assert lab_depth.pending(nca, dict(zip(nca, (None, 2e-3))), [1338], collections.defaultdict(lambda: None)) == []
     lab.opts.rebuild = False     # without --rebuild a run the records lack is trained, not left pending

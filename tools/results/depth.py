@@ -107,6 +107,8 @@ def depth_progress(lab, grids, best, ss, done, md=(), rows=(), fig=None):
     rows, lines = list(rows), []
     names = [n for n in grids if best[n] is not None and not alone(n, best)]    # the runs with seeds to come
     for name in grids:
+        if best[name] is None:
+            lines.append(f"- {unread_line([name], grids)}: its pair is not decidable on this task")
         if alone(name, best):
             lines.append(f"- {alone_line(name, grids, best)}")
         if name not in names:
