@@ -25,6 +25,7 @@ job) and SIGHUP stop with one line that names the iteration and the command that
 130, 143, 129).
 """
 import datetime
+import gc
 import json
 import math
 import os
@@ -286,18 +287,20 @@ def train(argv, run):
     if env.master and not cfg['eval_only']:
         print(f"done: {os.path.join(cfg['out_dir'], 'ckpt.pt')} holds iter {run.last_good} (best val loss {best_val:.4f}); "
               f"next: python sample.py --out_dir={cfg['out_dir']}  or  python -m tools.eval --out_dir={cfg['out_dir']}")
-    if env.ddp:
-        # leave together, and free DDP (which holds the process group) before the group goes: a
-        # gloo rank that tore the group down while main() returned hung its peer now and then
-        torch.distributed.barrier()
-        del model
-        torch.distributed.destroy_process_group()
 
 
 def main(argv):
     """python train.py ARGS: one run, stopped by Ctrl-C or a signal with one line (run_folder.guard)."""
     run = run_folder.Run()
     run_folder.guard(run, lambda: train(argv, run))
+    if torch.distributed.is_initialized():
+        # the group goes last, after the run's objects that hold it (DDP's reducer, FSDP's sharded
+        # parameters and their collectives) are freed, then the ranks leave together: a gloo rank that
+        # tore the group down first hung its peer now and then, and one whose FSDP state outlived the
+        # group aborted at exit ("terminate called without an active exception")
+        gc.collect()
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 # ----------------------------------------------------------------------------- the phases of a run, and their helpers
