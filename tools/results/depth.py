@@ -115,7 +115,7 @@ def depth_progress(lab, grids, best, ss, done, md=(), rows=(), fig=None):
             continue
         if best[name] == PENDING:
             lines.append(f"- {name}: rate not chosen yet (seed {RATE_SEED}'s answer loss so far: " +
-                         (', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) or 'none') + ')')
+                         (grid_md(grids[name]) or 'none') + ')')
             continue
         have = [s for s in ss if done[(name, best[name], s)] is not None]
         if have:
@@ -124,9 +124,9 @@ def depth_progress(lab, grids, best, ss, done, md=(), rows=(), fig=None):
         read = (lambda r: ', '.join(f"{knob} {v} {deep_hops(r[v]):.3f}" for v in r)) if knob else \
             (lambda r: ', '.join(f"k = {t[3:]} {x:.3f}" for t, x in r.items()))
         rest = ', '.join(str(s) for s in ss if s not in have)
-        grid = ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items())
-        lines.append(f"- {name} (lr {best[name]:g}; seed {RATE_SEED}'s answer loss {grid}): " + '; '.join(
-            [f"seed {s}: {read(done[(name, best[name], s)][2])}" for s in have] + ([f"pending: {rest}"] if rest else [])))
+        seeds = [f"seed {s}: {read(done[(name, best[name], s)][2])}" for s in have] + ([f"pending: {rest}"] if rest else [])
+        lines.append(f"- {name} (lr {best[name]:g}; seed {RATE_SEED}'s answer loss {grid_md(grids[name])}): " +
+                     '; '.join(seeds))
     have = sum(best[n] != PENDING and done[(n, best[n], s)] is not None for n in names for s in ss)
     md = [*md, *([''] if md else []), f"**Pending: no verdict yet.** The verdicts read {len(ss)} seeds a side ({ss[0]} ... {ss[-1]}) on "
           f"the test split; the records hold {have} of those {len(ss) * len(names)} runs so far (exact match per k for the gate's GPTs, at three lookups or more per test-time depth "
@@ -192,6 +192,11 @@ def depth_bracket(lab, name, done):
         except Pending:
             return {j[1]: done[j][1] for j in sorted(done) if j[0] == name and j[2] == RATE_SEED and done[j]}, PENDING
     return {lr: got(lr)[1] for lr in lrs}, best
+
+
+def grid_md(grid):
+    """A rate bracket's {lr: answer loss} as text: 'lr loss, lr loss'."""
+    return ', '.join(f'{lr:g} {v:.3f}' for lr, v in grid.items())
 
 
 def partner(name):
@@ -357,7 +362,7 @@ def depth_md(acc, grids, best, stages, seed):
     size = {name: counts(runs[0][-1][1]) for name, runs in stages.items()}
     md = [f"Each GPT's rate: the lowest answer loss of seed {RATE_SEED} (trained for that alone, not reported) over " +
           '; '.join(
-              f"{name} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) for name in grids) +
+              f"{name} {grid_md(grids[name])}" for name in grids) +
           ". Parameters (paper convention / non-embedding) and FLOPs per token: " + '; '.join(
               f"{name} {p:,} / {e:,}, {f / 1e6:.2f}M" for name, (p, e, f) in size.items()) +
           f". The {deep} at its rate, seed {seed}: {tokens_seen(out[1]):,} tokens seen on the task after "
@@ -428,7 +433,7 @@ def depth_looped_md(acc, grids, rows, gpt, stages):
         return f"{name} {p:,} / {e:,}, {f / 1e6:.2f}M, {sum(tokens_seen(d) for _, d in stages[name]) / e:.0f}"
     md = [f"The looped models on the task, through the same curriculum, each at its own rate (seed {RATE_SEED}'s answer loss, "
           "trained for that alone: " +
-          '; '.join(f"{n} " + ', '.join(f'{lr:g} {v:.3f}' for lr, v in g.items()) for n, g in grids.items()) +
+          '; '.join(f"{n} {grid_md(g)}" for n, g in grids.items()) +
           "), seeds " + ', '.join(map(str, ss)) + ". Exact match at three lookups or more (each "
           "seed's mean over k = 3, 4, 5, then mean +- sd over seeds) against the depth run at test time; the GPTs: " +
           ', '.join(f"{n} {deep_hops({t: r['mean'] for t, r in a.items()}):.3f}" for n, a in gpt.items()) + '.', '']
@@ -459,9 +464,9 @@ def depth_unread_md(unread, grids, best):
 
 def alone_line(name, grids, best):
     """Why a side that read the listing trained no reported seeds: the other side of its pair read it at no rate."""
-    return (f"{name} read the listing (seed {RATE_SEED}'s answer loss " +
-            ', '.join(f'{lr:g} {v:.3f}' for lr, v in grids[name].items()) + f"; its rate {best[name]:g}), but "
-            f"{partner(name)} at no rate, so {name}'s reported seeds were not trained: they decide nothing alone")
+    return (f"{name} read the listing (seed {RATE_SEED}'s answer loss {grid_md(grids[name])}; its rate "
+            f"{best[name]:g}), but {partner(name)} at no rate, so {name}'s reported seeds were not trained: they "
+            "decide nothing alone")
 
 
 def unread_line(names, grids):
