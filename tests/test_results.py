@@ -737,6 +737,23 @@ def test_battery_arms_on_ind_r_and_mem_r_over_seeds():
     assert one == ['| FON OD + holes | 1 | 0.500 | 0.500 | +0.390 |  | one seed | 0.400 | 0.400 | -0.130 |  | one seed |']
 
 
+def test_a_looped_pairs_line_groups_its_depths_by_the_verdict_each_table_row_draws():
+    def side(*xs):
+        m, sd = stats.mean_sd(xs)
+        return {'mean': m, 'sd': sd, 'xs': list(xs)}
+    control = side(0.40, 0.42, 0.44, 0.46, 0.48)    # trained at depth one: the same at every test-time depth
+    model = {1: side(0.42, 0.45, 0.43, 0.47, 0.44), 2: side(0.10, 0.12, 0.14, 0.11, 0.13),
+             3: side(0.98, 0.30, 0.95, 0.90, 0.99), 4: side(0.98, 0.98, 0.90, 0.97, 1.00),
+             6: side(0.05, 0.10, 0.60, 0.08, 0.12), 8: side(0.98, 0.98, 0.90, 0.97, 1.00)}
+    verdicts = {v: stats.verdict(model[v], control, higher=True) for v in model}
+    assert [verdicts[v].split(':')[0] for v in model] == ['tie', 'run higher', 'not shown', 'holds',
+                                                         'not shown (run higher)', 'holds']
+    assert lab_depth.pair_line('Parcae', 'Parcae mu=1', 'num_recur', verdicts, 5) == (
+        '**Parcae against Parcae mu=1** (5 seeds a side, exact match at three lookups or more): tie at num_recur 1; '
+        'Parcae mu=1 ahead at num_recur 2; not shown at num_recur 3; holds at num_recur 4, 8; '
+        'not shown (Parcae mu=1 ahead) at num_recur 6.')
+
+
 def test_the_depth_tables_draw_no_verdict_before_every_reported_seed_is_recorded(lab, tmp_path, monkeypatch):
     # --rebuild where the records hold the rate seed's bracket, two reported seeds of the GPT 3L and one of the
     # 6L: the runs they hold are listed with their readings, the rest pending, and no verdict is drawn
@@ -1022,6 +1039,8 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
         assert re.fullmatch(r'out-results/depth/Parcae_mu_1_lr_0_002_\d+-s1338', s1338[-1])    # the task itself
         assert {lr_of(out) for out, seed, _ in trained if 'mu_1' in out} == set(lab_spec.DEPTH_LRS)
         assert '| num_recur | Parcae (lr 0.002) | Parcae mu=1 (lr 0.002) |' in md
+        assert ('**Parcae against Parcae mu=1** (3 seeds a side, exact match at three lookups or more): holds at '
+                'num_recur 1, 2, 3, 4, 6, 8.') in md
         assert '| 6 | 0.752 +- 0.001 | 0.152 +- 0.001 | +0.600 | holds |' in untested(md)
         first = {r['run'].split(' (lr')[0]: r['dirs'][0] for r in rows[2:]}
         # seed 1338's stages of 3,000 it. of 64 x 64: 5, stage 2 again and the task; Parcae mu=1's one-hop stage

@@ -443,12 +443,24 @@ def depth_looped_md(acc, grids, rows, gpt, stages):
                f"non-embedding parameter (curriculum and task, seed {ss[0]}): {size(model)}; {size(control)}.", '',
                f"| {knob} | {run[model]} | {run[control]} | {model} - {control} | {TESTS_HEAD} | verdict |",
                '|---|---|---|---|---|---|']
+        verdicts = {}
         for v in spec['sweep']:
             a, b = acc[model][v][DEEP], acc[control][v][DEEP]
+            verdicts[v] = verdict(a, b, higher=True)
             md.append(f"| {v} | {a['mean']:.3f} +- {a['sd']:.3f} | {b['mean']:.3f} +- {b['sd']:.3f} | "
-                      f"{a['mean'] - b['mean']:+.3f} | {tests_cell(a, b)} | {verdict(a, b, higher=True)} |")
-        md.append('')
+                      f"{a['mean'] - b['mean']:+.3f} | {tests_cell(a, b)} | {verdicts[v]} |")
+        md += ['', pair_line(model, control, knob, verdicts, len(ss)), '']
     return md
+
+
+def pair_line(model, control, knob, verdicts, n):
+    """A looped pair's verdicts in one line, the test-time depths grouped by verdict (its word before the
+    colon, 'run higher' naming the control), as the gate's bold line sums up its table."""
+    groups = {}
+    for v, word in verdicts.items():
+        groups.setdefault(word.split(':')[0].replace('run higher', f'{control} ahead'), []).append(str(v))
+    return (f"**{model} against {control}** ({n} seeds a side, exact match at three lookups or more): " +
+            '; '.join(f"{word} at {knob} {', '.join(vs)}" for word, vs in groups.items()) + '.')
 
 
 def depth_unread_md(unread, grids, best):
