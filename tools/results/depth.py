@@ -491,16 +491,17 @@ def unread_line(names, grids):
 
 
 def depth_looped_axes(ax, acc, gpt):
-    """Exact match at three lookups or more against test-time depth: each looped model (solid) and its control (dashed),
-    the GPTs as lines."""
+    """Exact match at three lookups or more against test-time depth, mean +- sd over seeds: each looped model
+    (solid) and its control (dashed, a little to the right so the bars do not hide each other), the GPTs as lines."""
     spec = PAPERS['depth']
     for i, (model, control) in enumerate((m, c) for m, c in spec['controls'].items() if m in acc and c in acc):
-        for name, style in ((model, 'o-'), (control, 's--')):
-            ax.plot(spec['sweep'], [acc[name][v][DEEP]['mean'] for v in spec['sweep']],
-                    style, color=f'C{i + 2}', label=f"{name} ({spec['knob'][name]})")
+        for name, style, shift in ((model, 'o-', 0.0), (control, 's--', 0.08)):
+            ax.errorbar([v + shift for v in spec['sweep']], [acc[name][v][DEEP]['mean'] for v in spec['sweep']],
+                        yerr=[acc[name][v][DEEP]['sd'] for v in spec['sweep']], fmt=style, capsize=3,
+                        color=f'C{i + 2}', label=f"{name} ({spec['knob'][name]})")
     for i, (name, a) in enumerate(gpt.items()):
         ax.axhline(deep_hops({t: r['mean'] for t, r in a.items()}), color=f'C{i}', ls=':', label=name)
-    ax.set(title='exact match at k = 3, 4, 5 (3+ lookups) against test-time depth', xlabel='num_recur / rounds / Ts',
+    ax.set(title='exact match at k = 3-5 (3+ lookups), mean +- sd', xlabel='num_recur / rounds / Ts',
            ylabel='exact match', ylim=(0, 1.05))
     ax.legend(fontsize=7)
 
