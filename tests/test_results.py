@@ -1563,6 +1563,10 @@ def test_a_run_started_from_a_recorded_one_trains_that_one_again_first(lab, same
         'retrain.json': {'record': [[100, 1.5]], 'retrained': [[100, 1.6]]}})}
     lines = len(open(tmp_path / 'results' / 'runs' / 'p.jsonl').readlines())
     lab.train(['c.py'], pre, 1)
+    # its checkpoint is newer than the readings the record wrote back, yet they are not read again: a retrain
+    # that ended elsewhere must not replace the record's readings with its own weights'
+    monkeypatch.setattr(runner.subprocess, 'run', lambda *a, **k: pytest.fail('read again'))
+    assert lab.evaluate(pre, '--stream=True') == {'loss': 1.49}
     assert len(open(tmp_path / 'results' / 'runs' / 'p.jsonl').readlines()) == lines
 
 
