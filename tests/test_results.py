@@ -608,6 +608,34 @@ def test_an_arm_fine_tuned_from_another_pretraining_is_not_reused(lab, tmp_path,
                                        'aside to fine-tune it again as asked\n')
 
 
+def test_the_extrapolation_section_tests_every_seed_of_each_run_at_the_longest_length():
+    # Sec. 4.3's claim is a comparison at 8x the training length: each run over its seeds, FON's perplexity
+    # change against each control's and FON's loss there against its own at the training length, each with
+    # the three-part rule (the section used to read seed 1337 alone and could only say 'holds (one seed)')
+    def run(*seeds):    # per seed its loss at 128 and at 1024; 256 and 512 between
+        return [{'train_length': 128, 'rows': [{'length': n, 'loss': x, 'delta_pct': 100 * (math.exp(x - a) - 1)}
+                                               for n, x in zip((128, 256, 512, 1024), (a, a, b, b))]}
+                for a, b in seeds]
+    ext = {'FON PC': run((1.545, 1.520), (1.546, 1.5215), (1.543, 1.5175)),    # -2.47 +- 0.05%
+           'GPT RoPE': run((1.655, 2.70), (1.658, 2.71), (1.654, 2.69)),       # +184%
+           'GPT ALiBi': run((1.690, 1.666), (1.694, 1.668), (1.688, 1.666))}   # -2.37 +- 0.20%: within FON's spread
+    md = lab_fon.extrapolation_md(ext)
+    cols = 2 + len(ext['FON PC'][0]['rows'])     # run, seeds, one per length
+    table = [line.split(' | ') for line in md if line.startswith('| ') and line.count(' | ') == cols - 1]
+    assert [r[:3] for r in table[1:]] == [['| FON PC', '3', '1.545 +- 0.002 (+0.0%)'],
+                                          ['| GPT RoPE', '3', '1.656 +- 0.002 (+0.0%)'],
+                                          ['| GPT ALiBi', '3', '1.691 +- 0.003 (+0.0%)']]
+    verdicts = {line.split(' | ')[0][2:]: line.split(' | ')[-1][:-2] for line in md
+                if line.startswith('| ') and line.count(' | ') == 4 and not line.startswith('| run')}
+    fon_change = stats.mean_sd([100 * (math.exp(b - a) - 1) for a, b in ((1.545, 1.520), (1.546, 1.5215),
+                                                                          (1.543, 1.5175))])
+    assert f"| FON PC | {fon_change[0]:+.2f} +- {fon_change[1]:.2f}% |  |  |  |" in md
+    assert verdicts == {'FON PC': '', 'GPT RoPE': 'holds', 'GPT ALiBi': 'tie'}
+    assert md[-1].endswith(": holds ('holds': lower at 8x).")        # 1.520 +- 0.002 against 1.545 +- 0.002
+    ext['FON PC'] = run((1.545, 1.60), (1.546, 1.61), (1.543, 1.59))
+    assert lab_fon.extrapolation_md(ext)[-1].endswith(": lower at 128 ('holds': lower at 8x).")
+
+
 def test_a_finished_run_from_other_weights_or_at_another_rate_is_refused_not_kept(lab, tmp_path, monkeypatch, capsys):
     # a depth stage's folder is named by its place in the curriculum; the same name reached from another stage
     # (a repeat rule changed, a record retrained to other weights) must not pass for the one asked for

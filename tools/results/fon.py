@@ -114,9 +114,18 @@ def fon(lab, seeds):
     small_rows, _ = report_runs(lab, 'fon-small', spec['small'], seeds)
     by = {r['run']: r for r in rows}    # each run's seeds, at its own rate
     ext_runs = ['FON PC', 'Mamba2', 'GPT learned', 'GPT RoPE', 'GPT ALiBi']
+    reads = [(n, out) for n in ext_runs for out in by[n]['dirs']]    # every seed, as the loss tables read
     with ThreadPoolExecutor(lab.jobs) as pool:
-        ext = dict(zip(ext_runs, pool.map(lambda n: lab.eval_json(
-            first_dir(lab, 'fon', by[n]), 'extrapolate.json', '--extrapolate=True', '--stream=True'), ext_runs)))
+        got = list(pool.map(lambda r: lab.eval_json(r[1], 'extrapolate.json', '--extrapolate=True', '--stream=True'),
+                            reads))
+    ext = {n: [e for (m, _), e in zip(reads, got) if m == n] for n in ext_runs}
+    retrained = []    # runner.ensure_ckpt's note on a checkpoint trained again that ended elsewhere than its record
+    for n, out in reads:
+        path = os.path.join(out, 'eval', 'retrain.json')
+        if os.path.isfile(path):
+            r = json.load(open(path))
+            retrained.append(f"{n} seed {out.rsplit('-s', 1)[1]} (val loss {r['retrained'][-1][1]:.4f} against the "
+                             f"record's {r['record'][-1][1]:.4f})")
     fig = fon_figure(curves, ext)
     md = [f"Headline (FON Table 2 at CPU scale, on this repo's CPU recipe, not the paper's; "
           f"{tokens_seen(first_dir(lab, 'fon', by['FON PC'])):,} tokens each): val loss over the whole stream; at 2/3 the "
@@ -130,13 +139,11 @@ def fon(lab, seeds):
     md += ["The tied head (the paper's) against an untied one and against h_0 scaled by sqrt(d), as a Transformer's "
            "tied embedding is (same recipe; 'run lower' means the variant beats the tied FON):", '']
     md += comparison(lab, 'fon', rows, curves, 'FON PC', ['FON PC', 'FON PC untied', 'FON PC, h_0 x sqrt(d)']) + ['']
-    lengths = [r['length'] for r in next(iter(ext.values()))['rows']]
-    md += ['Length extrapolation (pretrained runs, seed 1337, whole val stream at each length): loss, and perplexity '
-          'against the training length.', '', '| run | ' + ' | '.join(map(str, lengths)) + ' |',
-          '|---|' + '---|' * len(lengths)]
-    for name, e in ext.items():
-        md.append(f'| {name} | ' + ' | '.join(f"{r['loss']:.3f} ({r['delta_pct']:+.1f}%)" if math.isfinite(r['loss'])
-                                              else 'n/a' for r in e['rows']) + ' |')
+    md += extrapolation_md(ext)
+    if retrained:
+        md += ['', "Read from a checkpoint trained again from its record that ended elsewhere than the record (another "
+                   "CPU's or build's rounding; the loss tables above are the record's, these readings these weights'): "
+                   + '; '.join(retrained) + '.']
     # the pretrainings' tables now: the infill arms' legs take hours more
     write(lab, 'fon', rows, fig, '\n'.join(md + ['', "The infill arms (Table 5) are still training (the same command "
                                                 "resumes them and rewrites this file)."]), seeds)
@@ -171,6 +178,47 @@ def fon(lab, seeds):
     return rows + ft_rows, fig, '\n'.join(md)
 
 
+def at_length(es, i, key):
+    """One length's reading over a run's seeds (its extrapolate.json each) as a row stats.verdict reads."""
+    xs = [e['rows'][i][key] for e in es]
+    m, sd = mean_sd(xs)
+    return {'mean': m, 'sd': sd, 'xs': xs}
+
+
+def extrapolation_md(ext, ref='FON PC'):
+    """Sec. 4.3: each pretraining read at 1, 2, 4 and 8x its training length (mean +- sd over its seeds); at
+    the longest, FON's perplexity change against each control's (the paper: ~8-9%, between ALiBi and RoPE)
+    and FON's loss against its own at the training length. ext: run -> [extrapolate.json per seed]."""
+    rows = ext[ref][0]['rows']
+    lengths, last = [r['length'] for r in rows], len(rows) - 1
+    md = [f"Length extrapolation (Sec. 4.3; every pretraining's seeds, whole val stream at each length): loss, mean "
+          "+- sd over seeds, and the mean change of perplexity against the training length.", '',
+          '| run | seeds | ' + ' | '.join(map(str, lengths)) + ' |', '|---|---|' + '---|' * len(lengths)]
+    for name, es in ext.items():
+        cells = []
+        for i in range(len(lengths)):
+            loss, pct = at_length(es, i, 'loss'), at_length(es, i, 'delta_pct')
+            cells.append(f"{loss['mean']:.3f} +- {loss['sd']:.3f} ({pct['mean']:+.1f}%)"
+                         if math.isfinite(loss['mean']) else 'n/a')
+        md.append(f'| {name} | {len(es)} | ' + ' | '.join(cells) + ' |')
+    x = lengths[-1] // ext[ref][0]['train_length']
+    change = {name: at_length(es, last, 'delta_pct') for name, es in ext.items()}
+    md += ['', f"At {lengths[-1]} ({x}x): the change of perplexity, {ref} against each control ('holds': {ref}'s "
+           "rises less or falls more, by all three tests; 'run lower': the control's does).", '',
+           f'| run | change at {x}x | {ref} - run (points) | {TESTS_HEAD} | verdict |', '|---|---|---|---|---|']
+    for name, c in change.items():
+        if not math.isfinite(c['mean']):
+            md.append(f'| {name} | n/a | | | |')
+            continue
+        vs = ['', '', ''] if name == ref else [f"{change[ref]['mean'] - c['mean']:+.2f}",
+                                               tests_cell(change[ref], c, digits=2), verdict(change[ref], c)]
+        md.append(f"| {name} | {c['mean']:+.2f} +- {c['sd']:.2f}% | " + ' | '.join(vs) + ' |')
+    far, near = at_length(ext[ref], last, 'loss'), at_length(ext[ref], 0, 'loss')
+    return md + ['', f"{ref} at {lengths[-1]} against itself at {lengths[0]}: {far['mean']:.3f} +- {far['sd']:.3f} "
+                 f"against {near['mean']:.3f} +- {near['sd']:.3f}, {tests_cell(far, near)}: "
+                 f"{verdict(far, near).replace('run lower', f'lower at {lengths[0]}')} ('holds': lower at {x}x)."]
+
+
 def fon_figure(curves, ext):
     """The pretraining curves and the loss against the eval length; the third panel waits for the infill
     legs (fill_axes), the fourth for the gaps at two sizes (sizes)."""
@@ -179,11 +227,13 @@ def fon_figure(curves, ext):
         ax1.plot(*zip(*curves[name][0]), 'o-', color=f'C{i}', ms=3, lw=1, label=name)
     ax1.axhline(UNIGRAM, color='gray', ls=':', label=f'unigram {UNIGRAM:.2f}')
     ax1.set(title='pretraining, val loss (eval set)', xlabel='iteration', ylabel='nats / char')
-    for i, (name, e) in enumerate(ext.items()):
-        ax2.plot([r['length'] for r in e['rows']], [r['loss'] for r in e['rows']], 'o-', color=f'C{i}', label=name)
+    for i, (name, es) in enumerate(ext.items()):
+        reads = [at_length(es, j, 'loss') for j in range(len(es[0]['rows']))]
+        ax2.errorbar([r['length'] for r in es[0]['rows']], [r['mean'] for r in reads], [r['sd'] for r in reads],
+                     fmt='o-', color=f'C{i}', capsize=3, label=name)
     ax2.set_xscale('log', base=2)
-    ax2.set(title=f"length extrapolation (trained at {e['train_length']}; whole val stream)", xlabel='eval length',
-            ylabel='nats / char', ylim=(1, 4))
+    ax2.set(title=f"length extrapolation (trained at {es[0]['train_length']}; whole val stream; sd over seeds)",
+            xlabel='eval length', ylabel='nats / char', ylim=(1, 4))
     ax3.text(0.5, 0.5, 'infill arms still training', ha='center', va='center', transform=ax3.transAxes)
     ax3.set_axis_off()
     for ax in (ax1, ax2):
