@@ -734,9 +734,21 @@ def test_battery_report_pools_seeds_and_checks_the_claim(lab, tmp_path, monkeypa
     assert '| add | 0.005 | 20 | 0.900 [0.699, 0.972] | 0.000 [0.000, 0.161] | 1.000 [0.839, 1.000] |' in md
     assert "| Table 8 six, pooled | 0.171 | 120 | 0.900 " in md and 'Per seed, fill' in md
     assert "above the causal GPT's on 6 of 6 Table 8 tasks, 5 of the 5 future-dependent ones and 0 of their 5 far" in md
+    over = md.split('Over seeds, where the pooled intervals differ')[1].split('\n')[0]
+    assert over.count(' holds (Welch p 0.000)') == 11 and 'ind_r_far' not in over    # every seed 0.9 against 0.0
     assert "bidirectional GPT's on 16 of 16 tasks; the bidirectional GPT above every other model on 5." in md
     assert "causal GPT's fill on 10 of 10, its generation on 10 of 10, Mamba2's fill on 10 of 10." in md
     assert "FON PC at chance on 5 of 5 far and 0 of 5 near; the bidirectional GPT above chance on 5 of 5 far" in md
+
+
+def test_a_pooled_fill_lead_is_tested_again_over_seeds():
+    # pooled over seeds, FON's 0.42 on ind_r against the causal GPT's 0.00 is a difference of intervals; over
+    # seeds, one of FON's three reads 0.00, so the three-part rule finds no gap (the README's row says so)
+    class Counts:
+        per_seed = {('FON PC fill', 'ind_r'): [0.856, 0.0, 0.413], ('GPT causal fill', 'ind_r'): [0.0, 0.0, 0.0],
+                    ('FON PC fill', 'sort_rel'): [0.58, 0.38, 0.51], ('GPT causal fill', 'sort_rel'): [0.20, 0.23, 0.23]}
+    assert lab_battery.over_seeds(Counts, 'ind_r') == 'ind_r tie (Welch p 0.229)'
+    assert lab_battery.over_seeds(Counts, 'sort_rel') == 'sort_rel holds (Welch p 0.041)'
 
 
 def test_battery_arms_on_ind_r_and_mem_r_over_seeds():
