@@ -231,7 +231,8 @@ class Lab(Pool):
         ckpt = os.path.join(out, 'ckpt.pt')
         if os.path.isfile(path) and (leg or not os.path.isfile(ckpt)):    # a leg's reading, or a restored record's
             return json.load(open(path))
-        if not (os.path.isfile(path) and os.path.getmtime(path) > os.path.getmtime(ckpt)):
+        # a copy of the folder can date the reading and the checkpoint alike: only a newer checkpoint is stale
+        if not (os.path.isfile(path) and os.path.getmtime(path) >= os.path.getmtime(ckpt)):
             self.refuse(out, f'of eval/{os.path.relpath(path, os.path.join(out, "eval"))}')
             self.ensure_ckpt(out)
             self.check_stopping()
