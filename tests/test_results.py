@@ -1146,9 +1146,9 @@ def test_depth_gate_brackets_each_rate_and_reads_every_hop(lab, tmp_path, monkey
                 'or more)') in md
     else:
         assert table[2].endswith('| +0.000 | tie |') and '**Gate: does not hold**' in md
-    assert ("ended elsewhere than the record (another CPU's or build's rounding; its curve and its stages' repeats "
-            "are the record's, its readings these weights'): GPT 6L seed 1339 (answer loss 0.5000 against the "
-            "record's 0.2500).") in md
+    assert ("ended elsewhere than the record (another CPU's or build's rounding; its curve and the readings its "
+            "record holds are the record's, the readings taken since these weights'): GPT 6L seed 1339 (answer loss "
+            "0.5000 against the record's 0.2500).") in md
     if not deep_wins:
         return
     # a looped run that fails stops the others at once (not after their hours of training), and says why

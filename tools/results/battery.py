@@ -5,7 +5,7 @@ import math
 import os
 
 from tools.results.spec import BATTERY_N, PAPERS
-from tools.results.stats import TESTS_HEAD, mean_sd, tests, tests_cell, verdict, wilson
+from tools.results.stats import TESTS_HEAD, mean_sd, seed_row, tests, tests_cell, verdict, wilson
 from tools.results.tables import plt
 
 
@@ -150,9 +150,7 @@ def battery_arms_md(done, seeds):
           '| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
 
     def stat(arm, t):
-        xs = [done[(arm, s)][2]['tasks'][t]['fill'] for s in seeds]
-        m, sd = mean_sd(xs)
-        return {'mean': m, 'sd': sd, 'xs': xs}
+        return seed_row([done[(arm, s)][2]['tasks'][t]['fill'] for s in seeds])
     for arm in spec['arms']:
         cells = [arm, str(len(seeds))]
         for t in spec['arm_tasks']:
@@ -167,8 +165,7 @@ def battery_arms_md(done, seeds):
 
 def over_seeds(c, t):
     """FON PC's fill on task t against the causal GPT's, seed by seed: the verdict and Welch's p."""
-    fon, gpt = ({'mean': m, 'sd': sd, 'xs': xs} for xs in (c.per_seed['FON PC fill', t], c.per_seed['GPT causal fill', t])
-                for m, sd in [mean_sd(xs)])
+    fon, gpt = seed_row(c.per_seed['FON PC fill', t]), seed_row(c.per_seed['GPT causal fill', t])
     v, w = verdict(fon, gpt, higher=True), tests(fon, gpt)
     return f"{t} {v}" + (f" (Welch p {w['p']:.3f})" if w and 'Welch p' not in v else '')
 

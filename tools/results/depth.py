@@ -9,8 +9,8 @@ from battery import UP_TO
 from tools.results.pool import fail
 from tools.results.runner import Unrecorded, val_curve
 from tools.results.spec import DEPTH_LRS, HOP_N, PAPERS, RATE_SEED, STAGE_REPEATS
-from tools.results.stats import TESTS_HEAD, bracket, mean_sd, tests_cell, verdict
-from tools.results.tables import counts, plt, tokens_seen, write
+from tools.results.stats import TESTS_HEAD, bracket, mean_sd, seed_row, tests_cell, verdict
+from tools.results.tables import counts, plt, retrained_md, tokens_seen, write
 
 
 DEEP = '3+ lookups'    # a looped model's reading pooled over the hop counts the gate is about
@@ -53,7 +53,7 @@ def depth(lab, seeds):
     rows, acc = depth_rows(lab, spec['runs'], best, ss, done)
     md, holds = depth_md(acc, grids, best, {name: [done[(name, best[name], s)][3] for s in ss] for name in spec['runs']},
                          ss[0])
-    md += retrained_md(spec['runs'], best, ss, done)
+    md += retrained_md(retrained_runs(spec['runs'], best, ss, done), 'answer loss')
     fig = depth_figure(acc, grids, best, holds)
     if not holds:    # neither trained nor read: records of earlier protocols' sweeps are not this one's
         md += ['', f"The gate does not hold, so the looped models' depth sweeps ({', '.join(spec['looped'])}: "
@@ -82,7 +82,8 @@ def depth(lab, seeds):
             l_rows, l_acc = depth_rows(lab, read, l_best, ss, done)
             l_md = depth_looped_md(l_acc, l_grids, l_rows, acc, {n: done[(n, l_best[n], ss[0])][3] for n in read}) \
                 if read else []
-            l_md += depth_unread_md(unread, l_grids, l_best) + retrained_md(read, l_best, ss, done)
+            l_md += depth_unread_md(unread, l_grids, l_best)
+            l_md += retrained_md(retrained_runs(read, l_best, ss, done), 'answer loss')
             fig = depth_figure(acc, grids, best, holds)
             depth_looped_axes(fig.add_subplot(1, 3, 3), l_acc, acc)
             if i < len(pairs):
@@ -131,7 +132,7 @@ def depth_progress(lab, grids, best, ss, done, md=(), rows=(), fig=None):
     md = [*md, *([''] if md else []), f"**Pending: no verdict yet.** The verdicts read {len(ss)} seeds a side ({ss[0]} ... {ss[-1]}) on "
           f"the test split; the records hold {have} of those {len(ss) * len(names)} runs so far (exact match per k for the gate's GPTs, at three lookups or more per test-time depth "
           "for the looped models), and `python -m tools.results depth` trains the rest:", '', *lines,
-          *retrained_md([n for n in names if best[n] != PENDING], best, ss, done)]
+          *retrained_md(retrained_runs([n for n in names if best[n] != PENDING], best, ss, done), 'answer loss')]
     if fig is None:    # the gate not decided yet
         fig = plt.figure(figsize=(5.7, 4))
         fig.add_subplot(1, 1, 1)
@@ -223,8 +224,7 @@ def depth_rows(lab, runs, best, ss, done):
         rows.append({'run': f'{name} (lr {best[name]:g})', 'model': model, 'seeds': ss, 'dirs': dirs,
                      'losses': [g[1] for g in got],
                      'mean': m, 'sd': sd, 'seconds': sum(g[0] for g in got)})
-        per = lambda reads: {t: {**dict(zip(('mean', 'sd'), mean_sd([r[t] for r in reads]))),  # noqa: E731
-                                 'xs': [r[t] for r in reads]} for t in reads[0]}
+        per = lambda reads: {t: seed_row([r[t] for r in reads]) for t in reads[0]}  # noqa: E731
         acc[name] = ({v: per([{**g[2][v], DEEP: deep_hops(g[2][v])} for g in got]) for v in got[0][2]}
                      if name in PAPERS['depth']['looped'] else per([g[2] for g in got]))
     return rows, acc
@@ -402,21 +402,10 @@ def deep_hops(reads):
     return sum(reads[t] for t in ks) / len(ks)
 
 
-def retrained_md(names, best, ss, done):
-    """A line naming the reported runs whose readings read a checkpoint trained again from a record that it
-    did not reproduce (runner.ensure_ckpt's eval/retrain.json on the task's stage); [] where none did."""
-    runs = []
-    for name in names:
-        for s in ss:
-            got = done.get((name, best[name], s))
-            path = got and os.path.join(got[3][-1][1], 'eval', 'retrain.json')
-            if path and os.path.isfile(path):
-                r = json.load(open(path))
-                runs.append(f"{name} seed {s} (answer loss {r['retrained'][-1][1]:.4f} against the record's "
-                            f"{r['record'][-1][1]:.4f})")
-    return ['', "Read from a checkpoint trained again from its record that ended elsewhere than the record (another "
-                "CPU's or build's rounding; its curve and its stages' repeats are the record's, its readings these "
-                "weights'): " + '; '.join(runs) + '.'] if runs else []
+def retrained_runs(names, best, ss, done):
+    """(run seed, its task stage's folder) of each reported run, for tables.retrained_md."""
+    return [(f"{name} seed {s}", done[(name, best[name], s)][3][-1][1]) for name in names for s in ss
+            if done.get((name, best[name], s))]
 
 
 def depth_looped_md(acc, grids, rows, gpt, stages):

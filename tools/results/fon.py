@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from tools.results.runner import init_source, trained_otherwise
 from tools.results.pool import fail
 from tools.results.spec import PAPERS, UNIGRAM
-from tools.results.stats import TESTS_HEAD, mean_sd, tests_cell, verdict, wilson
-from tools.results.tables import comparison, first_dir, plt, rates_md, sizes, tokens_seen, write
+from tools.results.stats import TESTS_HEAD, mean_sd, seed_row, tests_cell, verdict, wilson
+from tools.results.tables import comparison, first_dir, plt, rates_md, retrained_md, sizes, tokens_seen, write
 from tools.results.tune import report_runs
 
 
@@ -79,9 +79,7 @@ def infill_md(fill, must_pass):
     md = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
 
     def last(name):
-        xs = [r['infill_acc'] for r in fill[name][-1][1]]
-        m, sd = mean_sd(xs)
-        return {'mean': m, 'sd': sd, 'xs': xs}
+        return seed_row([r['infill_acc'] for r in fill[name][-1][1]])
     pc = last('FON PC + holes')
     for name, reads in fill.items():
         final = reads[-1][1]
@@ -119,13 +117,6 @@ def fon(lab, seeds):
         got = list(pool.map(lambda r: lab.eval_json(r[1], 'extrapolate.json', '--extrapolate=True', '--stream=True'),
                             reads))
     ext = {n: [e for (m, _), e in zip(reads, got) if m == n] for n in ext_runs}
-    retrained = []    # runner.ensure_ckpt's note on a checkpoint trained again that ended elsewhere than its record
-    for n, out in reads:
-        path = os.path.join(out, 'eval', 'retrain.json')
-        if os.path.isfile(path):
-            r = json.load(open(path))
-            retrained.append(f"{n} seed {out.rsplit('-s', 1)[1]} (val loss {r['retrained'][-1][1]:.4f} against the "
-                             f"record's {r['record'][-1][1]:.4f})")
     fig = fon_figure(curves, ext)
     md = [f"Headline (FON Table 2 at CPU scale, on this repo's CPU recipe, not the paper's; "
           f"{tokens_seen(first_dir(lab, 'fon', by['FON PC'])):,} tokens each): val loss over the whole stream; at 2/3 the "
@@ -139,11 +130,8 @@ def fon(lab, seeds):
     md += ["The tied head (the paper's) against an untied one and against h_0 scaled by sqrt(d), as a Transformer's "
            "tied embedding is (same recipe; 'run lower' means the variant beats the tied FON):", '']
     md += comparison(lab, 'fon', rows, curves, 'FON PC', ['FON PC', 'FON PC untied', 'FON PC, h_0 x sqrt(d)']) + ['']
-    md += extrapolation_md(ext)
-    if retrained:
-        md += ['', "Read from a checkpoint trained again from its record that ended elsewhere than the record (another "
-                   "CPU's or build's rounding; the loss tables above are the record's, these readings these weights'): "
-                   + '; '.join(retrained) + '.']
+    md += extrapolation_md(ext) + retrained_md([(f"{n} seed {out.rsplit('-s', 1)[1]}", out) for n, out in reads],
+                                               'val loss')
     # the pretrainings' tables now: the infill arms' legs take hours more
     write(lab, 'fon', rows, fig, '\n'.join(md + ['', "The infill arms (Table 5) are still training (the same command "
                                                 "resumes them and rewrites this file)."]), seeds)
@@ -180,9 +168,7 @@ def fon(lab, seeds):
 
 def at_length(es, i, key):
     """One length's reading over a run's seeds (its extrapolate.json each) as a row stats.verdict reads."""
-    xs = [e['rows'][i][key] for e in es]
-    m, sd = mean_sd(xs)
-    return {'mean': m, 'sd': sd, 'xs': xs}
+    return seed_row([e['rows'][i][key] for e in es])
 
 
 def extrapolation_md(ext, ref='FON PC'):

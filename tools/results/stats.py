@@ -64,6 +64,12 @@ def t_two_sided(t, df):
     return 0.0 if math.isinf(t) else betai(df / 2, 0.5, df / (df + t * t))
 
 
+def seed_row(xs):
+    """A row of one run's values over seeds, as verdict() and tests() read it."""
+    m, sd = mean_sd(xs)
+    return {'mean': m, 'sd': sd, 'xs': list(xs)}
+
+
 def seeds_of(row):
     return row['xs'] if 'xs' in row else row['losses']
 

@@ -122,6 +122,22 @@ def undecided_md(ref, pairs, both):
             else "Every gap is shown at one size at least."]
 
 
+def retrained_md(runs, measure):
+    """A line naming the runs [(label, folder)] whose readings read a checkpoint trained again from a record that
+    it did not reproduce (runner.ensure_ckpt's eval/retrain.json), with the last eval's measure of each; [] where
+    none did."""
+    named = []
+    for label, out in runs:
+        path = os.path.join(out, 'eval', 'retrain.json')
+        if os.path.isfile(path):
+            r = json.load(open(path))
+            named.append(f"{label} ({measure} {r['retrained'][-1][1]:.4f} against the record's "
+                         f"{r['record'][-1][1]:.4f})")
+    return ['', "Read from a checkpoint trained again from its record that ended elsewhere than the record (another "
+                "CPU's or build's rounding; its curve and the readings its record holds are the record's, the readings "
+                "taken since these weights'): " + '; '.join(named) + '.'] if named else []
+
+
 def write(lab, paper, rows, fig, extra, seeds):
     # results/ holds the full runs' tables; a quick --iters look writes beside its runs
     iters = lab.opts.iters
