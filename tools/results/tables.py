@@ -14,7 +14,7 @@ import torch  # noqa: E402
 from models import build_model  # noqa: E402
 from tools.report import replace_with, write_text  # noqa: E402
 from tools.results.spec import PAPERS  # noqa: E402
-from tools.results.stats import TESTS_HEAD, no_gap, tests_cell, verdict  # noqa: E402
+from tools.results.stats import TESTS_HEAD, no_gap, seed_row, seeds_of, tests, tests_cell, verdict  # noqa: E402
 
 
 def counts(out):
@@ -63,8 +63,24 @@ def comparison(lab, paper, rows, curves, ref, names, paper_col=None, scale=1.0):
         md.append(f"| {name} | {pc:,} | {non_emb:,} | {fpt / 1e6:.2f}M | {len(r['losses'])} | {r['mean']:.3f}{sd_txt} | "
                   f"{scale * sum(l for _, l in pts) / len(pts):.3f} (iter {pts[0][0]}) | "
                   f"{'' if name == ref else f'{gap:+.3f}'} | {'' if name == ref else tests_cell(q, r)} | "
-                  f"{'' if name == ref else verdict(q, r)} |" + (f" {paper_col.get(name, '')} |" if paper_col else ''))
+                  f"{'' if name == ref else verdict_cell(q, r)} |" +
+                  (f" {paper_col.get(name, '')} |" if paper_col else ''))
     return md
+
+
+def verdict_cell(q, r):
+    """verdict(q, r), and the verdict again with each seed's value at the rate its other seeds choose
+    (tune.report_runs' 'off_seed'; a row whose rate no seed chose keeps its values) where the two differ."""
+    sides = [x['off_seed']['losses'] if 'off_seed' in x else seeds_of(x) for x in (q, r)]
+    v = verdict(q, r)
+    if None in sides:
+        return v + "; with each seed's rate chosen on the other seeds: not trained"
+    a, b = seed_row(sides[0]), seed_row(sides[1])
+    w = verdict(a, b)
+    if w == v:
+        return v
+    return f"{v}; with each seed's rate chosen on the other seeds: {w}" + (
+        '' if 'Welch p' in w or w == 'one seed' else f" (Welch p {tests(a, b)['p']:.3f})")
 
 
 def rates_md(rows, unit='val loss'):
@@ -74,6 +90,13 @@ def rates_md(rows, unit='val loss'):
               f"{r['run']}: " + ', '.join(f'{lr} {v:.3f}' for lr, v in r['grid'].items()) + '; mean ' +
               ', '.join(f'{lr} {v:.3f}' for lr, v in r['finals'].items()) + f" -> {r['lr']:g}"
               for r in rows if 'grid' in r) + '.']
+    moved = [r for r in rows if 'grid' in r and 'off_seed' in r and set(r['off_seed']['lrs']) != {f"{r['lr']:g}"}]
+    if moved:
+        md[0] += ' Each seed at the rate its other seeds choose (their mean over the two): ' + '; '.join(
+            f"{r['run']} {', '.join(r['off_seed']['lrs'])} (mean {seed_row(r['off_seed']['losses'])['mean']:.3f})"
+            for r in moved) + '; every other run at its rate.'
+    elif any('off_seed' in r for r in rows):
+        md[0] += ' The other seeds choose the same rate for each seed.'
     shared = [r for r in rows if 'lr' in r and 'grid' not in r]
     if shared:
         md[0] += ' At their model\'s rate: ' + ', '.join(f"{r['run']} {r['lr']:g}" for r in shared) + '.'
@@ -101,7 +124,7 @@ def sizes(lab, paper, ref, pairs, both, ax, unit='val loss'):
             pts.append((tpp_q, q['mean'] - r['mean'], two_sd))
             md.append(f"| {name} | {emb_q:,} / {emb_r:,} | {fl_q / 1e6:.2f}M / {fl_r / 1e6:.2f}M | "
                       f"{tpp_q:.1f} / {tpp_r:.1f} | {q['mean'] - r['mean']:+.3f} +- {two_sd:.3f} | "
-                      f"{tests_cell(q, r)} | {verdict(q, r)} |")
+                      f"{tests_cell(q, r)} | {verdict_cell(q, r)} |")
         ax.errorbar([p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts], marker='o', capsize=3,
                     color=f'C{i}', label=pair[-1])
     ax.axhline(0, color='k', lw=0.5)

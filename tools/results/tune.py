@@ -49,6 +49,18 @@ def report_runs(lab, paper, spec, seeds, metric='loss'):
 
     def lr_of(name):
         return key(name, best[head(name)]) if head(name) in best else None
+
+    def others_pick(name, seed):   # the finalist the other seeds' mean picks: a rate this seed's loss did not choose
+        others = [s for s in seed_list(spec, name, seeds) if s != seed]
+        return ranked({lr: mean_sd([done[(name, key(name, lr), s)][1] for s in others])[0] for lr in finals[name]})[0]
+
+    def off_seed(name, ss):
+        """Each seed's rate chosen on the other seeds alone, and its value there (None where that run was not
+        trained: an ablation trains at its model's rate only)."""
+        lrs = [others_pick(head(name), s) for s in ss]
+        got = [done.get((name, key(name, lr), s)) for lr, s in zip(lrs, ss)]
+        return {'lrs': [f'{lr:g}' for lr in lrs], 'losses': None if None in got else [g[1] for g in got]}
+
     run_seeds = {name: seed_list(spec, name, seeds) for name in spec['runs']}
     run_all([(name, lr_of(name), seed) for name in spec['runs'] for seed in run_seeds[name]])
     rows, curves = [], {}
@@ -62,6 +74,7 @@ def report_runs(lab, paper, spec, seeds, metric='loss'):
                      'seconds': sum(done[(name, lr, seed)][0] for seed in ss),
                      'dirs': [lab.run_dir(paper, rated(name, lr), seed) for seed in ss],
                      **({'lr': cfg['learning_rate']} if head(name) in best else {}),
+                     **({'off_seed': off_seed(name, ss)} if head(name) in finals and len(ss) > 1 else {}),
                      **({'grid': {f'{r:g}': v for r, v in grids[name].items()},
                          'finals': {f'{r:g}': v for r, v in means[name].items()}} if name in grids else {})})
     return rows, curves
