@@ -5,7 +5,7 @@ import math
 import os
 
 from tools.results.spec import BATTERY_N, PAPERS
-from tools.results.stats import TESTS_HEAD, mean_sd, seed_row, tests, tests_cell, verdict, wilson
+from tools.results.stats import TESTS_HEAD, mean_sd, seed_row, tests_cell, verdict, verdict_p, wilson
 from tools.results.tables import plt
 
 
@@ -166,8 +166,7 @@ def battery_arms_md(done, seeds):
 def over_seeds(c, t):
     """FON PC's fill on task t against the causal GPT's, seed by seed: the verdict and Welch's p."""
     fon, gpt = seed_row(c.per_seed['FON PC fill', t]), seed_row(c.per_seed['GPT causal fill', t])
-    v, w = verdict(fon, gpt, higher=True), tests(fon, gpt)
-    return f"{t} {v}" + (f" (Welch p {w['p']:.3f})" if w and 'Welch p' not in v else '')
+    return f"{t} {verdict_p(fon, gpt, higher=True)}"
 
 
 def battery_claim_md(c):

@@ -145,6 +145,12 @@ def verdict(ref, run, higher=False):
             + ', '.join(why for _, ok, why in parts if not ok))
 
 
+def verdict_p(ref, run, higher=False):
+    """verdict(), with Welch's p beside it where the verdict does not name it already (and both sides have spread)."""
+    v, w = verdict(ref, run, higher), tests(ref, run)
+    return v + (f" (Welch p {w['p']:.3f})" if w and 'Welch p' not in v else '')
+
+
 def no_gap(v):
     """A verdict that shows no gap either way (a tie, or the rule's parts disagreeing)."""
     return v == 'tie' or v.startswith('not shown')

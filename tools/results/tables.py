@@ -14,7 +14,7 @@ import torch  # noqa: E402
 from models import build_model  # noqa: E402
 from tools.report import replace_with, write_text  # noqa: E402
 from tools.results.spec import PAPERS  # noqa: E402
-from tools.results.stats import TESTS_HEAD, no_gap, seed_row, seeds_of, tests, tests_cell, verdict  # noqa: E402
+from tools.results.stats import TESTS_HEAD, no_gap, seed_row, seeds_of, tests_cell, verdict, verdict_p  # noqa: E402
 
 
 def counts(out):
@@ -77,10 +77,7 @@ def verdict_cell(q, r):
         return v + "; with each seed's rate chosen on the other seeds: not trained"
     a, b = seed_row(sides[0]), seed_row(sides[1])
     w = verdict(a, b)
-    if w == v:
-        return v
-    return f"{v}; with each seed's rate chosen on the other seeds: {w}" + (
-        '' if 'Welch p' in w or w == 'one seed' else f" (Welch p {tests(a, b)['p']:.3f})")
+    return v if w == v else f"{v}; with each seed's rate chosen on the other seeds: {verdict_p(a, b)}"
 
 
 def rates_md(rows, unit='val loss'):
